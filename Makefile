@@ -1,0 +1,23 @@
+# The two commands: `make up` runs the product, `make test` runs the tests.
+# Both install whatever is missing first (scripts/install.sh is idempotent).
+VENV   ?= .venv
+PYTHON := $(VENV)/bin/python
+PORT   ?= 9000
+
+.PHONY: install up test unit clean
+
+install:
+	@bash scripts/install.sh
+
+up: install
+	@GATEWAY_PORT=$(PORT) $(PYTHON) -m localstack.up
+
+test: install
+	@$(PYTHON) -m pytest $(PYTEST_ARGS)
+
+# Unit tests only: no Triton, no engine.
+unit: install
+	@$(PYTHON) -m pytest -m "not stack" $(PYTEST_ARGS)
+
+clean:
+	rm -rf .run .pytest_cache

@@ -1,0 +1,1 @@
+"""Pure building blocks of the vLLM backend, importable without Triton."""

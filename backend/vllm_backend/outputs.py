@@ -1,0 +1,70 @@
+"""Engine outputs to the backend's output tensors (as numpy arrays)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from vllm_backend.interface import OPTIONAL_OUTPUTS
+
+
+@dataclass(frozen=True)
+class OutputOptions:
+    """What one request asked to receive."""
+
+    n: int
+    prepend_prompt: bool = False
+    wanted: frozenset[str] = frozenset()  # names of the additional outputs asked for
+
+    @classmethod
+    def from_flags(cls, n: int, prepend_prompt: bool, flags: dict[str, bool]) -> "OutputOptions":
+        wanted = frozenset(output for flag, output in OPTIONAL_OUTPUTS.items() if flags.get(flag))
+        return cls(n=n, prepend_prompt=prepend_prompt, wanted=wanted)
+
+
+def _logprobs_json(output: Any) -> str:
+    if output.logprobs is None:
+        return "null"
+    entries = [
+        {
+            str(token_id): {"logprob": lp.logprob, "rank": lp.rank, "decoded_token": lp.decoded_token}
+            for token_id, lp in position.items()
+        }
+        for position in output.logprobs
+    ]
+    return json.dumps(entries)
+
+
+def output_arrays(request_output: Any, options: OutputOptions) -> dict[str, np.ndarray]:
+    """One response's tensors. Sequences are placed by their index, so n > 1 stays aligned."""
+    texts = [""] * options.n
+    reasons = ["None"] * options.n
+    cumulative = [0.0] * options.n
+    logprobs = ["null"] * options.n
+    counts = [0] * options.n
+    prompt = (request_output.prompt or "") if options.prepend_prompt else ""
+    for output in request_output.outputs:
+        i = output.index
+        if i >= options.n:
+            continue
+        texts[i] = prompt + output.text
+        reasons[i] = str(output.finish_reason)
+        cumulative[i] = output.cumulative_logprob or 0.0
+        logprobs[i] = _logprobs_json(output)
+        counts[i] = len(output.token_ids)
+    arrays: dict[str, np.ndarray] = {"text_output": np.array([t.encode() for t in texts], dtype=np.object_)}
+    wanted = options.wanted
+    if "finish_reason" in wanted:
+        arrays["finish_reason"] = np.array([r.encode() for r in reasons], dtype=np.object_)
+    if "cumulative_logprob" in wanted:
+        arrays["cumulative_logprob"] = np.array(cumulative, dtype=np.float32)
+    if "logprobs" in wanted:
+        arrays["logprobs"] = np.array([lp.encode() for lp in logprobs], dtype=np.object_)
+    if "num_input_tokens" in wanted:
+        arrays["num_input_tokens"] = np.array([len(request_output.prompt_token_ids or [])], dtype=np.uint32)
+    if "num_output_tokens" in wanted:
+        arrays["num_output_tokens"] = np.array(counts, dtype=np.uint32)
+    return arrays

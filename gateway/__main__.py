@@ -1,0 +1,23 @@
+"""`python -m gateway`: serve the gateway with uvicorn, configured from GATEWAY_* variables."""
+
+from __future__ import annotations
+
+import uvicorn
+
+from gateway.settings import get_settings
+
+
+def main() -> None:
+    settings = get_settings()
+    uvicorn.run(
+        "gateway.app:create_app",
+        factory=True,
+        host=settings.host,
+        port=settings.port,
+        log_level=settings.log_level,
+        access_log=False,
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""The gateway's functional core: pure translation between OpenAI and Triton shapes."""

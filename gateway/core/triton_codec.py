@@ -1,0 +1,92 @@
+"""Backend requests to Triton's gRPC protobuf messages and responses back, without any I/O.
+
+Working on the protobuf messages directly (rather than through tritonclient's
+InferInput/InferResult wrappers) keeps numpy off the per-token path and lets the
+gateway ask for Triton's empty final response, which marks the end of a stream.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from typing import Any
+
+from tritonclient.grpc import service_pb2 as pb
+
+from gateway.core.upstream import GenerateChunk, GenerateRequest
+
+_LEN = struct.Struct("<I")
+
+# Outputs the gateway always asks the backend for.
+_RETURN_FLAGS = ("return_finish_reason", "return_num_input_tokens", "return_num_output_tokens")
+
+
+def _add_input(request: pb.ModelInferRequest, name: str, datatype: str, raw: bytes, count: int = 1) -> None:
+    tensor = request.inputs.add()
+    tensor.name = name
+    tensor.datatype = datatype
+    tensor.shape.append(count)
+    request.raw_input_contents.append(raw)
+
+
+def _bytes_element(value: str) -> bytes:
+    data = value.encode()
+    return _LEN.pack(len(data)) + data
+
+
+def _add_string(request: pb.ModelInferRequest, name: str, value: str) -> None:
+    _add_input(request, name, "BYTES", _bytes_element(value))
+
+
+def _add_bool(request: pb.ModelInferRequest, name: str, value: bool) -> None:
+    _add_input(request, name, "BOOL", b"\x01" if value else b"\x00")
+
+
+def encode_request(request: GenerateRequest) -> pb.ModelInferRequest:
+    message = pb.ModelInferRequest(model_name=request.model, id=request.request_id)
+    if request.messages is not None:
+        _add_string(message, "messages", json.dumps(request.messages, ensure_ascii=False))
+        if request.chat_template_kwargs:
+            _add_string(message, "chat_template_kwargs", json.dumps(request.chat_template_kwargs))
+    else:
+        _add_string(message, "text_input", request.text_input or "")
+    _add_bool(message, "stream", request.stream)
+    _add_bool(message, "exclude_input_in_output", True)
+    for flag in _RETURN_FLAGS:
+        _add_bool(message, flag, True)
+    _add_string(message, "sampling_parameters", json.dumps(request.sampling))
+    message.parameters["triton_enable_empty_final_response"].bool_param = True
+    return message
+
+
+def decode_bytes(raw: bytes) -> list[str]:
+    """Triton's BYTES layout: each element is a little-endian uint32 length, then the bytes."""
+    items, offset, end = [], 0, len(raw)
+    while offset < end:
+        (length,) = _LEN.unpack_from(raw, offset)
+        offset += 4
+        items.append(raw[offset : offset + length].decode("utf-8", errors="replace"))
+        offset += length
+    return items
+
+
+def _decode_uint32(raw: bytes) -> list[int]:
+    return list(struct.unpack(f"<{len(raw) // 4}I", raw))
+
+
+def decode_response(response: pb.ModelInferResponse) -> GenerateChunk:
+    outputs: dict[str, Any] = {}
+    for tensor, raw in zip(response.outputs, response.raw_output_contents):
+        if tensor.datatype == "BYTES":
+            outputs[tensor.name] = decode_bytes(raw)
+        elif tensor.datatype == "UINT32":
+            outputs[tensor.name] = _decode_uint32(raw)
+    final_param = response.parameters.get("triton_final_response")
+    input_tokens = outputs.get("num_input_tokens")
+    return GenerateChunk(
+        texts=outputs.get("text_output", []),
+        finish_reasons=outputs.get("finish_reason", []),
+        num_input_tokens=input_tokens[0] if input_tokens else None,
+        num_output_tokens=outputs.get("num_output_tokens", []),
+        final=bool(final_param and final_param.bool_param),
+    )

@@ -1,0 +1,37 @@
+"""What the gateway asks of the backend and what comes back, free of any client library."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class GenerateRequest:
+    """One generation on one Triton model (one prompt, `n` sequences)."""
+
+    model: str
+    request_id: str
+    sampling: dict[str, Any]
+    stream: bool
+    text_input: str | None = None
+    messages: list[dict[str, Any]] | None = None
+    chat_template_kwargs: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class GenerateChunk:
+    """One backend response. Texts and token counts are deltas when streaming."""
+
+    texts: list[str]
+    finish_reasons: list[str | None] = field(default_factory=list)
+    num_input_tokens: int | None = None
+    num_output_tokens: list[int] = field(default_factory=list)
+    final: bool = False
+
+
+def normalize_finish_reason(value: str | None) -> str | None:
+    """The backend sends the string "None" on responses that do not finish a sequence."""
+    if value in (None, "", "None", "none", "null"):
+        return None
+    return value

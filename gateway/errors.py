@@ -1,0 +1,87 @@
+"""OpenAI-shaped errors: one exception type and the handlers that render it."""
+
+from __future__ import annotations
+
+import logging
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import ORJSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+log = logging.getLogger("gateway")
+
+_TYPES = {
+    400: "invalid_request_error",
+    404: "not_found_error",
+    413: "invalid_request_error",
+    503: "service_unavailable",
+    504: "timeout",
+}
+
+
+class OpenAIError(Exception):
+    """An error the client should see, with the HTTP status and OpenAI's error fields."""
+
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        type: str | None = None,
+        param: str | None = None,
+        code: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.type = type or _TYPES.get(status, "server_error" if status >= 500 else "invalid_request_error")
+        self.param = param
+        self.code = code
+
+    def body(self) -> dict:
+        return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
+
+
+def bad_request(message: str, param: str | None = None) -> OpenAIError:
+    return OpenAIError(400, message, param=param)
+
+
+def model_not_found(model: str) -> OpenAIError:
+    return OpenAIError(404, f"The model `{model}` does not exist.", param="model", code="model_not_found")
+
+
+def _validation_message(exc: RequestValidationError) -> tuple[str, str | None]:
+    errors = exc.errors()
+    if not errors:
+        return "Invalid request body.", None
+    first = errors[0]
+    loc = [str(part) for part in first.get("loc", ()) if part != "body"]
+    param = ".".join(loc) or None
+    message = first.get("msg", "invalid value")
+    if first.get("type") == "json_invalid":
+        return "The request body is not valid JSON.", None
+    return (f"{param}: {message}" if param else message), param
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    async def openai_error(_: Request, exc: OpenAIError) -> ORJSONResponse:
+        return ORJSONResponse(exc.body(), status_code=exc.status)
+
+    async def validation_error(_: Request, exc: RequestValidationError) -> ORJSONResponse:
+        message, param = _validation_message(exc)
+        return ORJSONResponse(OpenAIError(400, message, param=param).body(), status_code=400)
+
+    async def http_error(_: Request, exc: StarletteHTTPException) -> ORJSONResponse:
+        err = OpenAIError(exc.status_code, str(exc.detail))
+        return ORJSONResponse(err.body(), status_code=exc.status_code)
+
+    async def unexpected_error(_: Request, exc: Exception) -> ORJSONResponse:
+        log.exception("unhandled error")
+        err = OpenAIError(500, "The server had an error while processing your request.", type="server_error")
+        return ORJSONResponse(err.body(), status_code=500)
+
+    app.add_exception_handler(OpenAIError, openai_error)
+    app.add_exception_handler(RequestValidationError, validation_error)
+    app.add_exception_handler(StarletteHTTPException, http_error)
+    app.add_exception_handler(Exception, unexpected_error)

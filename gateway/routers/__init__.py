@@ -1,0 +1,1 @@
+"""HTTP routers: thin shells over the core translation and the Triton client."""

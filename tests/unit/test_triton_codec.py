@@ -1,0 +1,70 @@
+from __future__ import annotations
+
+import json
+import struct
+
+from tritonclient.grpc import service_pb2 as pb
+
+from gateway.core.triton_codec import decode_bytes, decode_response, encode_request
+from gateway.core.upstream import GenerateRequest
+
+
+def _inputs(message: pb.ModelInferRequest) -> dict[str, tuple[str, bytes]]:
+    return {t.name: (t.datatype, raw) for t, raw in zip(message.inputs, message.raw_input_contents)}
+
+
+def test_completion_request_encoding() -> None:
+    request = GenerateRequest(model="m", request_id="r1", sampling={"max_tokens": 3}, stream=True, text_input="héllo")
+    message = encode_request(request)
+    inputs = _inputs(message)
+    assert message.model_name == "m" and message.id == "r1"
+    assert decode_bytes(inputs["text_input"][1]) == ["héllo"]
+    assert inputs["stream"] == ("BOOL", b"\x01")
+    assert inputs["exclude_input_in_output"] == ("BOOL", b"\x01")
+    assert json.loads(decode_bytes(inputs["sampling_parameters"][1])[0]) == {"max_tokens": 3}
+    assert {"return_finish_reason", "return_num_input_tokens", "return_num_output_tokens"} <= inputs.keys()
+    assert "messages" not in inputs
+    assert message.parameters["triton_enable_empty_final_response"].bool_param
+
+
+def test_chat_request_sends_messages_not_text() -> None:
+    messages = [{"role": "user", "content": "Hi"}]
+    request = GenerateRequest(
+        model="m", request_id="r", sampling={}, stream=False, messages=messages, chat_template_kwargs={"a": 1}
+    )
+    inputs = _inputs(encode_request(request))
+    assert "text_input" not in inputs
+    assert json.loads(decode_bytes(inputs["messages"][1])[0]) == messages
+    assert json.loads(decode_bytes(inputs["chat_template_kwargs"][1])[0]) == {"a": 1}
+    assert inputs["stream"] == ("BOOL", b"\x00")
+
+
+def _bytes_tensor(values: list[str]) -> bytes:
+    return b"".join(struct.pack("<I", len(v.encode())) + v.encode() for v in values)
+
+
+def test_response_decoding() -> None:
+    response = pb.ModelInferResponse()
+    for name, datatype, raw in (
+        ("text_output", "BYTES", _bytes_tensor(["a", "bc"])),
+        ("finish_reason", "BYTES", _bytes_tensor(["None", "length"])),
+        ("num_input_tokens", "UINT32", struct.pack("<I", 12)),
+        ("num_output_tokens", "UINT32", struct.pack("<2I", 1, 2)),
+    ):
+        tensor = response.outputs.add()
+        tensor.name, tensor.datatype = name, datatype
+        response.raw_output_contents.append(raw)
+    response.parameters["triton_final_response"].bool_param = True
+    chunk = decode_response(response)
+    assert chunk.texts == ["a", "bc"]
+    assert chunk.finish_reasons == ["None", "length"]
+    assert chunk.num_input_tokens == 12
+    assert chunk.num_output_tokens == [1, 2]
+    assert chunk.final
+
+
+def test_empty_final_response() -> None:
+    response = pb.ModelInferResponse()
+    response.parameters["triton_final_response"].bool_param = True
+    chunk = decode_response(response)
+    assert chunk.final and chunk.texts == [] and chunk.num_input_tokens is None
