@@ -24,12 +24,21 @@ import triton_python_backend_utils as pb_utils  # noqa: E402
 from vllm import AsyncEngineArgs  # noqa: E402
 from vllm.engine.async_llm_engine import AsyncLLMEngine  # noqa: E402
 
+try:  # vLLM's errors caused by the request itself; older releases raise ValueError only
+    from vllm.exceptions import VLLMClientError  # noqa: E402
+
+    _CLIENT_ERRORS: tuple[type[Exception], ...] = (ValueError, VLLMClientError)
+except ImportError:  # pragma: no cover
+    _CLIENT_ERRORS = (ValueError,)
+
 from vllm_backend.chat import ChatError, parse_messages, parse_template_kwargs, render_chat  # noqa: E402
 from vllm_backend.interface import INPUTS, OPTIONAL_OUTPUTS, OUTPUTS, missing_tensors  # noqa: E402
 from vllm_backend.outputs import OutputOptions, output_arrays  # noqa: E402
 from vllm_backend.sampling import SamplingError, sampling_from_json  # noqa: E402
 
 _CANCEL_POLL_S = 0.05
+# Starts every error message caused by the request itself (the client's fault).
+INVALID_REQUEST_PREFIX = "invalid request: "
 
 
 class RequestError(ValueError):
@@ -151,13 +160,16 @@ class TritonPythonModel:
                 sender.send(last, flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
             else:
                 sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+        except _CLIENT_ERRORS as exc:  # vLLM's input validation (prompt too long, bad parameter, ...)
+            await self.engine.abort(request_id)
+            self._fail(sender, str(exc), pb_utils.TritonError.INVALID_ARG)
         except asyncio.CancelledError:
             await self.engine.abort(request_id)
             self._fail(sender, "request cancelled", pb_utils.TritonError.CANCELLED)
         except Exception as exc:  # anything else is an engine failure; the client must hear of it
             self.logger.log_error(f"[vllm] request {request_id} failed: {exc!r}")
             await self.engine.abort(request_id)
-            self._fail(sender, f"generation failed: {exc}", pb_utils.TritonError.INTERNAL)
+            self._fail(sender, f"engine error: {exc}", pb_utils.TritonError.INTERNAL)
         finally:
             if watcher is not None:
                 watcher.cancel()
@@ -173,6 +185,10 @@ class TritonPythonModel:
         return pb_utils.InferenceResponse(output_tensors=[pb_utils.Tensor(k, v) for k, v in arrays.items()])
 
     def _fail(self, sender: Any, message: str, code: Any) -> None:
+        """Ends the request with an error. gRPC streams carry no status code, so the
+        message itself says whose fault it is: the request's, or the engine's."""
+        if code == pb_utils.TritonError.INVALID_ARG:
+            message = f"{INVALID_REQUEST_PREFIX}{message}"
         try:
             error = pb_utils.TritonError(message, code)
         except TypeError:  # older stubs take no code

@@ -40,13 +40,20 @@ def _rpc_error(exc: grpc.aio.AioRpcError) -> OpenAIError:
     return UpstreamError(502, f"Triton error: {details}", type="upstream_error")
 
 
+# The backend starts the message of every error caused by the request with this.
+_INVALID_REQUEST_PREFIX = "invalid request: "
+
+
 def stream_error(message: str) -> OpenAIError:
-    """An error the backend sent in the stream (the stream protocol carries no status code)."""
+    """An error sent in the stream. The stream protocol carries no status code, so the
+    backend marks the request's own errors in the message."""
+    if message.startswith(_INVALID_REQUEST_PREFIX):
+        return UpstreamError(400, message[len(_INVALID_REQUEST_PREFIX) :])
     lowered = message.lower()
     if "unavailable" in lowered or "unhealthy" in lowered:
         return UpstreamError(503, message)
-    if "invalid" in lowered or "unknown" in lowered or "must" in lowered or "longer than" in lowered:
-        return UpstreamError(400, message)
+    if "unknown model" in lowered or "not found" in lowered:
+        return UpstreamError(404, message)
     return UpstreamError(502, message, type="upstream_error")
 
 

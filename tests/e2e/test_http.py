@@ -1,0 +1,123 @@
+"""Raw HTTP: SSE framing, error shapes and status codes, health probes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import httpx
+import pytest
+
+from localstack.processes import Service, wait_until
+from localstack.stack import LocalStack
+from tests.conftest import free_port
+
+
+@pytest.fixture(scope="module")
+def http(stack: LocalStack) -> httpx.Client:
+    with httpx.Client(base_url=stack.gateway_url, timeout=120) as client:
+        yield client
+
+
+def test_sse_framing(http: httpx.Client, model_name: str) -> None:
+    body = {"model": model_name, "prompt": "Hi", "max_tokens": 4, "stream": True, "temperature": 0}
+    with http.stream("POST", "/v1/completions", json=body) as response:
+        assert response.status_code == 200
+        assert response.headers["content-type"].startswith("text/event-stream")
+        raw = response.read().decode()
+    events = raw.split("\n\n")
+    assert events[-1] == "" and events[-2] == "data: [DONE]"
+    payloads = events[:-2]
+    assert payloads, raw
+    for event in payloads:
+        assert event.startswith("data: ") and "\n" not in event, event
+        chunk = json.loads(event[len("data: ") :])
+        assert chunk["object"] == "text_completion"
+    assert json.loads(payloads[-1][6:])["choices"][0]["finish_reason"] == "length"
+
+
+def _assert_error(response: httpx.Response, status: int, param: str | None = None) -> dict:
+    assert response.status_code == status, response.text
+    error = response.json()["error"]
+    assert set(error) == {"message", "type", "param", "code"}
+    assert error["message"]
+    if param is not None:
+        assert error["param"] == param
+    return error
+
+
+@pytest.mark.parametrize(
+    "body, param",
+    [
+        ({"prompt": "x"}, "model"),
+        ({"model": "M", "prompt": "x", "temperature": 3}, "temperature"),
+        ({"model": "M", "prompt": "x", "max_tokens": "many"}, "max_tokens"),
+        ({"model": "M", "prompt": "x", "n": 0}, "n"),
+        ({"model": "M"}, "prompt"),
+    ],
+)
+def test_bad_completion_bodies_get_400(http: httpx.Client, model_name: str, body: dict, param: str) -> None:
+    if body.get("model") == "M":
+        body = {**body, "model": model_name}
+    _assert_error(http.post("/v1/completions", json=body), 400, param)
+
+
+def test_invalid_json_gets_400(http: httpx.Client) -> None:
+    response = http.post("/v1/chat/completions", content=b"{not json", headers={"content-type": "application/json"})
+    _assert_error(response, 400)
+
+
+def test_empty_messages_get_400(http: httpx.Client, model_name: str) -> None:
+    _assert_error(http.post("/v1/chat/completions", json={"model": model_name, "messages": []}), 400, "messages")
+
+
+def test_unknown_model_gets_404(http: httpx.Client) -> None:
+    error = _assert_error(http.post("/v1/completions", json={"model": "no-such-model", "prompt": "x"}), 404, "model")
+    assert error["code"] == "model_not_found"
+    _assert_error(http.get("/v1/models/no-such-model"), 404)
+
+
+def test_prompt_longer_than_the_context_gets_400(http: httpx.Client, model_name: str) -> None:
+    body = {"model": model_name, "prompt": "hello " * 3000, "max_tokens": 4}
+    error = _assert_error(http.post("/v1/completions", json=body), 400)
+    assert "2048" in error["message"]
+    body["stream"] = True
+    _assert_error(http.post("/v1/completions", json=body), 400)
+
+
+def test_health(http: httpx.Client, model_name: str) -> None:
+    assert http.get("/health/live").json() == {"status": "ok"}
+    ready = http.get("/health/ready")
+    assert ready.status_code == 200
+    assert ready.json()["models"] == {model_name: "READY"}
+
+
+def test_unreachable_triton_gives_503(tmp_path) -> None:
+    """A second gateway pointed at a port where nothing listens."""
+    port = free_port()
+    env = {
+        **dict(__import__("os").environ),
+        "GATEWAY_PORT": str(port),
+        "GATEWAY_HOST": "127.0.0.1",
+        "GATEWAY_TRITON_GRPC_URL": f"127.0.0.1:{free_port()}",
+        "GATEWAY_HEALTH_TIMEOUT_S": "0.5",
+    }
+    gateway = Service("gateway-no-triton", [sys.executable, "-m", "gateway"], env, tmp_path / "gateway.log")
+    try:
+        url = f"http://127.0.0.1:{port}"
+        assert wait_until(lambda: _live(url), 30, 0.2, gateway), gateway.log_tail()
+        with httpx.Client(base_url=url, timeout=10) as client:
+            _assert_error(client.post("/v1/completions", json={"model": "m", "prompt": "x"}), 503)
+            _assert_error(client.get("/v1/models"), 503)
+            assert client.get("/health/ready").status_code == 503
+            assert client.get("/health/live").status_code == 200
+    finally:
+        gateway.stop()
+
+
+def _live(url: str) -> bool:
+    try:
+        return httpx.get(f"{url}/health/live", timeout=1).status_code == 200
+    except httpx.HTTPError:
+        return False
