@@ -24,13 +24,7 @@ import triton_python_backend_utils as pb_utils  # noqa: E402
 from vllm import AsyncEngineArgs  # noqa: E402
 from vllm.engine.async_llm_engine import AsyncLLMEngine  # noqa: E402
 
-try:  # vLLM's errors caused by the request itself; older releases raise ValueError only
-    from vllm.exceptions import VLLMClientError  # noqa: E402
-
-    _CLIENT_ERRORS: tuple[type[Exception], ...] = (ValueError, VLLMClientError)
-except ImportError:  # pragma: no cover
-    _CLIENT_ERRORS = (ValueError,)
-
+from vllm_backend.errors import CLIENT_ERRORS  # noqa: E402
 from vllm_backend.chat import ChatError, parse_messages, parse_template_kwargs, render_chat  # noqa: E402
 from vllm_backend.interface import INPUTS, OPTIONAL_OUTPUTS, OUTPUTS, missing_tensors  # noqa: E402
 from vllm_backend.outputs import OutputOptions, output_arrays  # noqa: E402
@@ -160,7 +154,7 @@ class TritonPythonModel:
                 sender.send(last, flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
             else:
                 sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
-        except _CLIENT_ERRORS as exc:  # vLLM's input validation (prompt too long, bad parameter, ...)
+        except CLIENT_ERRORS as exc:  # vLLM's input validation (prompt too long, bad parameter, ...)
             await self.engine.abort(request_id)
             self._fail(sender, str(exc), pb_utils.TritonError.INVALID_ARG)
         except asyncio.CancelledError:

@@ -15,6 +15,8 @@ import msgspec
 from vllm import SamplingParams
 from vllm.sampling_params import RequestOutputKind, StructuredOutputsParams
 
+from vllm_backend.errors import CLIENT_ERRORS
+
 # Keys that configure the request rather than sampling.
 _STRUCTURED_KEYS = ("structured_outputs", "guided_decoding")
 _LORA_KEY = "lora_name"
@@ -49,7 +51,7 @@ def _structured_outputs(raw: Any) -> StructuredOutputsParams:
         raise SamplingError("structured_outputs must be a JSON object")
     try:
         return msgspec.convert(spec, StructuredOutputsParams, strict=False)
-    except (msgspec.ValidationError, ValueError, TypeError) as exc:
+    except (msgspec.ValidationError, *CLIENT_ERRORS) as exc:
         raise SamplingError(f"structured_outputs: {exc}") from None
 
 
@@ -68,7 +70,7 @@ def parse_sampling(raw: dict[str, Any], stream: bool) -> ParsedSampling:
         params = msgspec.convert(fields, SamplingParams, strict=False)
     except msgspec.ValidationError as exc:
         raise SamplingError(f"invalid sampling parameter: {exc}") from None
-    except (ValueError, TypeError) as exc:
+    except CLIENT_ERRORS as exc:
         raise SamplingError(str(exc)) from None
     if structured is not None:
         params.structured_outputs = structured

@@ -1,0 +1,21 @@
+from __future__ import annotations
+
+from vllm_backend.interface import INPUTS, OUTPUTS, missing_tensors
+
+STOCK_INPUTS = {
+    "text_input", "image", "stream", "sampling_parameters", "exclude_input_in_output", "return_finish_reason",
+    "return_cumulative_logprob", "return_logprobs", "return_num_input_tokens", "return_num_output_tokens",
+}  # fmt: skip
+STOCK_OUTPUTS = {"text_output", "finish_reason", "cumulative_logprob", "logprobs", "num_input_tokens", "num_output_tokens"}
+
+
+def test_every_stock_tensor_is_declared() -> None:
+    assert STOCK_INPUTS <= {t["name"] for t in INPUTS}
+    assert STOCK_OUTPUTS == {t["name"] for t in OUTPUTS}
+
+
+def test_auto_complete_keeps_what_the_user_declared() -> None:
+    declared = [{"name": "text_input", "data_type": "TYPE_STRING", "dims": [1]}]
+    added = missing_tensors(declared, INPUTS)
+    assert "text_input" not in {t["name"] for t in added}
+    assert len(added) == len(INPUTS) - 1

@@ -1,0 +1,74 @@
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from vllm_backend.outputs import OutputOptions, output_arrays
+
+
+@dataclass
+class Logprob:
+    logprob: float
+    rank: int
+    decoded_token: str
+
+
+@dataclass
+class Completion:
+    index: int
+    text: str
+    token_ids: list[int]
+    finish_reason: str | None = None
+    cumulative_logprob: float | None = None
+    logprobs: list | None = None
+
+
+@dataclass
+class RequestOutput:
+    prompt: str
+    prompt_token_ids: list[int]
+    outputs: list[Completion] = field(default_factory=list)
+
+
+ALL = {
+    "return_finish_reason": True,
+    "return_cumulative_logprob": True,
+    "return_logprobs": True,
+    "return_num_input_tokens": True,
+    "return_num_output_tokens": True,
+}
+
+
+def test_only_text_without_flags() -> None:
+    out = RequestOutput("p", [1, 2], [Completion(0, "hi", [5])])
+    arrays = output_arrays(out, OutputOptions.from_flags(1, False, {}))
+    assert list(arrays) == ["text_output"]
+    assert arrays["text_output"].tolist() == [b"hi"]
+
+
+def test_every_output_when_asked_and_sequences_placed_by_index() -> None:
+    out = RequestOutput(
+        "p",
+        [1, 2, 3],
+        [Completion(1, "b", [7, 8], "length", -1.5, [{7: Logprob(-0.5, 1, "b")}, {8: Logprob(-1.0, 2, "")}])],
+    )
+    arrays = output_arrays(out, OutputOptions.from_flags(2, False, ALL))
+    assert arrays["text_output"].tolist() == [b"", b"b"]
+    assert arrays["finish_reason"].tolist() == [b"None", b"length"]
+    assert arrays["cumulative_logprob"].dtype == np.float32
+    assert arrays["cumulative_logprob"].tolist() == [0.0, -1.5]
+    assert arrays["num_input_tokens"].tolist() == [3] and arrays["num_input_tokens"].dtype == np.uint32
+    assert arrays["num_output_tokens"].tolist() == [0, 2]
+    assert arrays["logprobs"][0] == b"null"
+    assert json.loads(arrays["logprobs"][1]) == [
+        {"7": {"logprob": -0.5, "rank": 1, "decoded_token": "b"}},
+        {"8": {"logprob": -1.0, "rank": 2, "decoded_token": ""}},
+    ]
+
+
+def test_prompt_is_prepended_when_input_is_not_excluded() -> None:
+    out = RequestOutput("Hello", [1], [Completion(0, " world", [2], "stop")])
+    arrays = output_arrays(out, OutputOptions.from_flags(1, True, {}))
+    assert arrays["text_output"].tolist() == [b"Hello world"]
