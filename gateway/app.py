@@ -1,4 +1,4 @@
-"""The FastAPI application: wiring of settings, the Triton client and the routers."""
+"""The FastAPI application: wiring of settings, the Triton client, observability and the routers."""
 
 from __future__ import annotations
 
@@ -6,15 +6,22 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
+from prometheus_client import CollectorRegistry
+from prometheus_fastapi_instrumentator import Instrumentator
 
 from gateway.errors import install_error_handlers
-from gateway.routers import health, models, openai
+from gateway.observability.federation import TritonMetricsFederation
+from gateway.observability.llm_metrics import LLMMetrics
+from gateway.observability.logs import configure_logging
+from gateway.observability.request_context import RequestContextMiddleware
+from gateway.routers import health, metrics, models, openai
 from gateway.settings import Settings, get_settings
 from gateway.triton_client import TritonClient
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or get_settings()
+    configure_logging(settings.log_level)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -24,15 +31,24 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             health_timeout_s=settings.health_timeout_s,
             model_cache_s=settings.model_cache_s,
         )
+        app.state.federation = TritonMetricsFederation(settings.triton_metrics_urls, settings.metrics_timeout_s)
         try:
             yield
         finally:
+            await app.state.federation.close()
             await app.state.triton.close()
 
     app = FastAPI(title="Triton vLLM OpenAI gateway", lifespan=lifespan)
     app.state.settings = settings
+    app.state.registry = CollectorRegistry()
+    app.state.llm_metrics = LLMMetrics(app.state.registry)
+    app.state.readiness = health.ReadinessCache(settings.ready_cache_s)
+    Instrumentator(registry=app.state.registry, excluded_handlers=["/metrics"]).instrument(app)
     install_error_handlers(app)
     app.include_router(openai.router)
     app.include_router(models.router)
     app.include_router(health.router)
+    app.include_router(metrics.router)
+    # Outermost, so the request id and the log line cover every response, errors included.
+    app.add_middleware(RequestContextMiddleware, max_body_bytes=settings.max_body_bytes, log_content=settings.log_content)
     return app

@@ -19,8 +19,15 @@ class Settings(BaseSettings):
     request_timeout_s: float = Field(600.0, gt=0, description="upper bound for one generation request")
     health_timeout_s: float = Field(2.0, gt=0, description="timeout of one readiness check against Triton")
     model_cache_s: float = Field(2.0, ge=0, description="how long the list of ready models is reused")
-    max_body_bytes: int = Field(4 * 1024 * 1024, gt=0)
+    max_body_bytes: int = Field(4 * 1024 * 1024, gt=0, description="larger request bodies get a 413")
+    triton_metrics_urls: list[str] = Field(
+        default_factory=lambda: ["http://localhost:8002/metrics"],
+        description="Triton metrics endpoints federated into /metrics (a JSON list)",
+    )
+    metrics_timeout_s: float = Field(1.0, gt=0, description="timeout of one fetch of Triton's metrics")
+    ready_cache_s: float = Field(1.0, ge=0, description="how long a readiness answer is reused")
     log_level: str = "info"
+    log_content: bool = Field(False, description="put prompts and outputs in the request logs")
 
 
 @lru_cache

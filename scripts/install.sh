@@ -13,7 +13,7 @@ log() { printf '\033[1m[install]\033[0m %s\n' "$*"; }
 
 pip_quiet() {
   # pip reports every configured index that lacks a package; keep only what matters.
-  "$VENV/bin/python" -m pip "$@" --progress-bar off 2>&1 | { grep -v "is ignored: it is neither" || true; }
+  "$VENV/bin/python" -m pip "$@" 2>&1 | { grep -v "is ignored: it is neither" || true; }
   return "${PIPESTATUS[0]}"
 }
 
@@ -28,16 +28,16 @@ install_venv() {
   command -v "$PYTHON" >/dev/null || PYTHON=python3
   [[ -x "$VENV/bin/python" ]] || "$PYTHON" -m venv "$VENV"
   # 1. vLLM's CPU build, in a resolve of its own (it pulls torch's CPU build).
-  pip_quiet install -q -r "$ROOT/requirements/stack.txt"
+  pip_quiet install -q --progress-bar off -r "$ROOT/requirements/stack.txt"
   # 2. vLLM drags in torchvision/torchaudio/torchcodec built for another torch;
   #    with the CPU torch they break every transformers import.
   pip_quiet uninstall -q -y torchvision torchaudio torchcodec
   # 3. Pins that no single resolve satisfies together with vLLM (see the file).
-  pip_quiet install -q --no-deps $(grep -E '^(numpy|protobuf)==' "$ROOT/requirements/constraints.txt")
+  pip_quiet install -q --progress-bar off --no-deps $(grep -E '^(numpy|protobuf)==' "$ROOT/requirements/constraints.txt")
   # 4. The project, the Triton client and the test tools, under those pins.
-  pip_quiet install -q -c "$ROOT/requirements/constraints.txt" -e "$ROOT[stack,test]"
+  pip_quiet install -q --progress-bar off -c "$ROOT/requirements/constraints.txt" -e "$ROOT[stack,test]"
   # 5. Triton's server files only; the wheel's Python API is not used.
-  pip_quiet install -q --no-deps -r "$ROOT/requirements/triton.txt"
+  pip_quiet install -q --progress-bar off --no-deps -r "$ROOT/requirements/triton.txt"
   echo "$wanted" > "$marker"
 }
 

@@ -1,8 +1,12 @@
-"""Liveness and readiness probes."""
+"""Liveness and readiness probes. Readiness is cached briefly so probes cannot overload Triton."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends
+import asyncio
+import time
+from dataclasses import dataclass
+
+from fastapi import APIRouter, Depends, Request
 from fastapi.responses import ORJSONResponse
 
 from gateway.errors import OpenAIError
@@ -12,22 +16,48 @@ from gateway.triton_client import TritonClient
 router = APIRouter(tags=["health"])
 
 
+@dataclass
+class Readiness:
+    ready: bool
+    body: dict
+
+
+class ReadinessCache:
+    def __init__(self, ttl_s: float) -> None:
+        self.ttl_s = ttl_s
+        self._value: Readiness | None = None
+        self._at = float("-inf")
+        self._lock = asyncio.Lock()
+
+    async def get(self, client: TritonClient) -> Readiness:
+        async with self._lock:  # concurrent probes share one upstream check
+            if self._value is None or time.monotonic() - self._at > self.ttl_s:
+                self._value = await check_readiness(client)
+                self._at = time.monotonic()
+            return self._value
+
+
+async def check_readiness(client: TritonClient) -> Readiness:
+    if not await client.server_ready():
+        return Readiness(False, {"status": "unavailable", "reason": "Triton is not reachable or not ready"})
+    try:
+        entries = await client.models(fresh=True)
+    except OpenAIError as exc:
+        return Readiness(False, {"status": "unavailable", "reason": exc.message})
+    models = {m.name: m.state or "UNKNOWN" for m in entries}
+    not_ready = {name: state for name, state in models.items() if state != "READY"}
+    if not models or not_ready:
+        reason = "no model is loaded" if not models else f"not ready: {', '.join(sorted(not_ready))}"
+        return Readiness(False, {"status": "unavailable", "reason": reason, "models": models})
+    return Readiness(True, {"status": "ok", "models": models})
+
+
 @router.get("/health/live")
 async def live() -> dict[str, str]:
     return {"status": "ok"}
 
 
 @router.get("/health/ready")
-async def ready(client: TritonClient = Depends(triton)) -> ORJSONResponse:
-    if not await client.server_ready():
-        return ORJSONResponse({"status": "unavailable", "reason": "Triton is not reachable or not ready"}, 503)
-    try:
-        entries = await client.models(fresh=True)
-    except OpenAIError as exc:
-        return ORJSONResponse({"status": "unavailable", "reason": exc.message}, 503)
-    models = {m.name: m.state or "UNKNOWN" for m in entries}
-    not_ready = {name: state for name, state in models.items() if state != "READY"}
-    if not models or not_ready:
-        reason = "no model is loaded" if not models else "some models are not ready"
-        return ORJSONResponse({"status": "unavailable", "reason": reason, "models": models}, 503)
-    return ORJSONResponse({"status": "ok", "models": models})
+async def ready(request: Request, client: TritonClient = Depends(triton)) -> ORJSONResponse:
+    readiness = await request.app.state.readiness.get(client)
+    return ORJSONResponse(readiness.body, status_code=200 if readiness.ready else 503)

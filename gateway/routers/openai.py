@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any, Protocol
 
 import orjson
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter, Depends, Request
 from fastapi.responses import ORJSONResponse
 from sse_starlette import EventSourceResponse
 
@@ -16,7 +17,9 @@ from gateway.core import chat, completions
 from gateway.core.choices import ChoiceAccumulator, ChoiceDelta
 from gateway.core.upstream import GenerateChunk, GenerateRequest
 from gateway.errors import OpenAIError
-from gateway.protocol import ChatCompletionRequest, CompletionRequest
+from gateway.observability.request_context import request_record
+from gateway.observability.tracker import GenerationTracker
+from gateway.protocol import ChatCompletionRequest, CompletionRequest, SamplingFields
 from gateway.routers.deps import resolve_model, triton
 from gateway.triton_client import TritonClient
 
@@ -33,65 +36,135 @@ def _event(payload: dict[str, Any]) -> str:
     return orjson.dumps(payload).decode()
 
 
-async def _sse(
-    first: GenerateChunk | None,
-    rest: AsyncIterator[GenerateChunk],
-    render: Render,
-    acc: ChoiceAccumulator,
-    include_usage: bool,
-) -> AsyncIterator[str]:
-    try:
-        if first is not None:
-            for delta in acc.add(first):
-                yield _event(render.chunk(delta))
-        async for chunk in rest:
-            for delta in acc.add(chunk):
-                yield _event(render.chunk(delta))
-        if include_usage:
-            yield _event(render.usage_chunk(acc))
-    except OpenAIError as exc:
-        # Headers are gone: the error travels as an event, and the stream still ends properly.
-        yield _event(exc.body())
-    finally:
-        await rest.aclose()
-    yield "[DONE]"
+def _outcome(exc: OpenAIError) -> str:
+    return "client_error" if exc.status < 500 else "server_error"
 
 
-async def _serve(
-    client: TritonClient, upstream: GenerateRequest, render: Render, n: int, stream: bool, include_usage: bool
-) -> Any:
-    acc = ChoiceAccumulator(n)
-    chunks = client.generate(upstream)
-    if stream:
+class Generation:
+    """One request's path through Triton, streamed or not, with its tracking."""
+
+    def __init__(
+        self, client: TritonClient, upstream: GenerateRequest, render: Render, body: SamplingFields, tracker: GenerationTracker
+    ) -> None:
+        self.client = client
+        self.upstream = upstream
+        self.render = render
+        self.body = body
+        self.tracker = tracker
+        self.acc = ChoiceAccumulator(body.n)
+
+    def _deltas(self, chunk: GenerateChunk) -> list[ChoiceDelta]:
+        deltas = self.acc.add(chunk)
+        if any(d.text for d in deltas):
+            self.tracker.on_text()
+        return deltas
+
+    def _finish(self, outcome: str, error_type: str | None = None) -> None:
+        self.tracker.finish(
+            outcome, self.acc.prompt_tokens, self.acc.completion_tokens, error_type, output="".join(self.acc.texts)
+        )
+
+    async def respond(self, request: Request) -> Any:
+        try:
+            if self.body.stream:
+                return await self._stream()
+            return await self._complete(request)
+        except OpenAIError as exc:
+            self._finish(_outcome(exc), exc.type)
+            raise
+        except asyncio.CancelledError:
+            self._finish("disconnected")
+            raise
+
+    async def _stream(self) -> EventSourceResponse:
+        chunks = self.client.generate(self.upstream)
         # Wait for the first response so that errors before any output get a real HTTP status.
         try:
             first = await anext(chunks, None)
         except BaseException:
             await chunks.aclose()
             raise
-        return EventSourceResponse(_sse(first, chunks, render, acc, include_usage), sep="\n")
-    async for chunk in chunks:
-        acc.add(chunk)
-    return ORJSONResponse(render.response(acc))
+        return EventSourceResponse(self._events(first, chunks), sep="\n")
+
+    async def _events(self, first: GenerateChunk | None, rest: AsyncIterator[GenerateChunk]) -> AsyncIterator[str]:
+        try:
+            if first is not None:
+                for delta in self._deltas(first):
+                    yield _event(self.render.chunk(delta))
+            async for chunk in rest:
+                for delta in self._deltas(chunk):
+                    yield _event(self.render.chunk(delta))
+            if self.body.include_usage:
+                yield _event(self.render.usage_chunk(self.acc))
+            self._finish("ok")
+        except OpenAIError as exc:
+            # Headers are gone: the error travels as an event, and the stream still ends properly.
+            self._finish(_outcome(exc), exc.type)
+            yield _event(exc.body())
+        except (asyncio.CancelledError, GeneratorExit):
+            self._finish("disconnected")
+            raise
+        finally:
+            await rest.aclose()
+        yield "[DONE]"
+
+    async def _complete(self, request: Request) -> ORJSONResponse:
+        work = asyncio.ensure_future(self._collect())
+        watcher = asyncio.ensure_future(_wait_for_disconnect(request))
+        try:
+            done, _ = await asyncio.wait({work, watcher}, return_when=asyncio.FIRST_COMPLETED)
+            if work not in done:  # the client went away: stop the generation in Triton
+                work.cancel()
+                await asyncio.gather(work, return_exceptions=True)
+                self._finish("disconnected")
+                return ORJSONResponse(OpenAIError(499, "client disconnected").body(), status_code=499)
+            work.result()
+        finally:
+            watcher.cancel()
+        self._finish("ok")
+        return ORJSONResponse(self.render.response(self.acc))
+
+    async def _collect(self) -> None:
+        async for chunk in self.client.generate(self.upstream):
+            self._deltas(chunk)
 
 
-def _new_id(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex}"
+async def _wait_for_disconnect(request: Request) -> None:
+    while True:
+        message = await request.receive()
+        if message["type"] == "http.disconnect":
+            return
+
+
+def _tracker(request: Request, model: str, endpoint: str, stream: bool) -> GenerationTracker:
+    record = request_record(request.scope)
+    if record is not None:
+        record.stream = stream
+    return GenerationTracker(request.app.state.llm_metrics, record, model, endpoint)
+
+
+def _request_id(request: Request) -> str:
+    record = request_record(request.scope)
+    return record.request_id if record is not None else uuid.uuid4().hex
 
 
 @router.post("/v1/completions")
-async def create_completion(body: CompletionRequest, client: TritonClient = Depends(triton)) -> Any:
+async def create_completion(
+    body: CompletionRequest, request: Request, client: TritonClient = Depends(triton)
+) -> Any:
     model = await resolve_model(client, body.model)
-    response_id = _new_id("cmpl")
-    upstream = completions.to_generate_request(body, model, response_id)
-    render = completions.CompletionRender(body, response_id, int(time.time()))
-    return await _serve(client, upstream, render, body.n, body.stream, body.include_usage)
+    upstream = completions.to_generate_request(body, model, _request_id(request))
+    render = completions.CompletionRender(body, f"cmpl-{uuid.uuid4().hex}", int(time.time()))
+    tracker = _tracker(request, model, "completions", body.stream)
+    return await Generation(client, upstream, render, body, tracker).respond(request)
 
 
 @router.post("/v1/chat/completions")
-async def create_chat_completion(body: ChatCompletionRequest, client: TritonClient = Depends(triton)) -> Any:
+async def create_chat_completion(
+    body: ChatCompletionRequest, request: Request, client: TritonClient = Depends(triton)
+) -> Any:
     model = await resolve_model(client, body.model)
-    response_id = _new_id("chatcmpl")
-    upstream = chat.to_generate_request(body, model, response_id)
-    render = chat.ChatRender(body, response_id, int(time.time()))
-    return await _serve(client, upstream, render, body.n, body.stream, body.include_usage)
+    upstream = chat.to_generate_request(body, model, _request_id(request))
+    render = chat.ChatRender(body, f"chatcmpl-{uuid.uuid4().hex}", int(time.time()))
+    tracker = _tracker(request, model, "chat", body.stream)
+    return await Generation(client, upstream, render, body, tracker).respond(request)

@@ -1,0 +1,1 @@
+"""Metrics, federation of Triton's metrics, request ids and request logs."""
