@@ -24,15 +24,20 @@ import triton_python_backend_utils as pb_utils  # noqa: E402
 from vllm import AsyncEngineArgs  # noqa: E402
 from vllm.engine.async_llm_engine import AsyncLLMEngine  # noqa: E402
 
-from vllm_backend.errors import CLIENT_ERRORS  # noqa: E402
 from vllm_backend.chat import ChatError, parse_messages, parse_template_kwargs, render_chat  # noqa: E402
+from vllm_backend.errors import CLIENT_ERRORS  # noqa: E402
 from vllm_backend.interface import INPUTS, OPTIONAL_OUTPUTS, OUTPUTS, missing_tensors  # noqa: E402
+from vllm_backend.metrics import COUNTER, GAUGE, FamilySpec, MetricsSink, family_specs  # noqa: E402
+from vllm_backend.metrics import stat_logger_factory  # noqa: E402
 from vllm_backend.outputs import OutputOptions, output_arrays  # noqa: E402
+from vllm_backend.params import BackendParams  # noqa: E402
 from vllm_backend.sampling import SamplingError, sampling_from_json  # noqa: E402
 
 _CANCEL_POLL_S = 0.05
 # Starts every error message caused by the request itself (the client's fault).
 INVALID_REQUEST_PREFIX = "invalid request: "
+UNHEALTHY_MESSAGE = "Model is unavailable due to unhealthy vLLM engine"
+HEALTHY_GAUGE = FamilySpec("vllm:engine_healthy", GAUGE, "1 while the vLLM engine passes its health checks.")
 
 
 class RequestError(ValueError):
@@ -68,28 +73,127 @@ class TritonPythonModel:
         auto_complete_model_config.set_model_transaction_policy({"decoupled": True})
         return auto_complete_model_config
 
+    # ---- life cycle -------------------------------------------------------------------------------
+
     def initialize(self, args: dict[str, Any]) -> None:
         self.logger = pb_utils.Logger
         self.model_config = json.loads(args["model_config"])
         if not pb_utils.using_decoupled_model_transaction_policy(self.model_config):
             raise pb_utils.TritonModelException("the vllm backend needs a decoupled model transaction policy")
+        self.model_name = args["model_name"]
+        self.labels = {"model": self.model_name, "version": str(args["model_version"])}
         engine_json = os.path.join(args["model_repository"], args["model_version"], "model.json")
         with open(engine_json) as handle:
             self.engine_args = json.load(handle)
+        self.params = BackendParams.from_config(self.model_config)
 
+        self.metric_families: list[Any] = []
+        self.sink: MetricsSink | None = None
+        self.healthy_gauge = None
+        if self.params.report_custom_metrics and not self.engine_args.get("disable_log_stats", False):
+            max_len = int(self.engine_args.get("max_model_len") or 0)
+            self.sink = MetricsSink(self._make_metric, family_specs(max_len or 32768))
+        if self.params.health_check:
+            self.healthy_gauge = self._make_metric(HEALTHY_GAUGE)
+
+        self.healthy = True
+        self.stopping = False
+        self.tasks: set[asyncio.Future] = set()
         self.loop = asyncio.new_event_loop()
         self.loop_thread = threading.Thread(target=self.loop.run_forever, name="vllm-backend-loop", daemon=True)
         self.loop_thread.start()
         self.engine = self._run(self._start_engine())
         self.tokenizer = self.engine.get_tokenizer()
-        self.tasks: set[asyncio.Future] = set()
-        self.logger.log_info(f"[vllm] engine ready for {args['model_name']}")
+        self._set_healthy(True)
+        if self.params.health_check:
+            self.health_task = asyncio.run_coroutine_threadsafe(self._watch_health(), self.loop)
+        self.logger.log_info(f"[vllm] engine ready for {self.model_name}")
+
+    def _make_metric(self, spec: FamilySpec) -> Any:
+        kinds = {
+            COUNTER: pb_utils.MetricFamily.COUNTER,
+            GAUGE: pb_utils.MetricFamily.GAUGE,
+            "histogram": pb_utils.MetricFamily.HISTOGRAM,
+        }
+        family = pb_utils.MetricFamily(name=spec.name, description=spec.description, kind=kinds[spec.kind])
+        self.metric_families.append(family)  # a family must outlive its metrics
+        if spec.buckets is not None:
+            return family.Metric(labels=self.labels, buckets=list(spec.buckets))
+        return family.Metric(labels=self.labels)
 
     def _run(self, coroutine: Any) -> Any:
         return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result()
 
     async def _start_engine(self) -> AsyncLLMEngine:
-        return AsyncLLMEngine.from_engine_args(AsyncEngineArgs(**self.engine_args))
+        loggers = [stat_logger_factory(self.sink)] if self.sink is not None else None
+        return AsyncLLMEngine.from_engine_args(AsyncEngineArgs(**self.engine_args), stat_loggers=loggers)
+
+    def finalize(self) -> None:
+        self.logger.log_info("[vllm] shutting down the engine")
+        self.stopping = True
+        for future in list(self.tasks):
+            future.cancel()
+        engine = getattr(self, "engine", None)
+        if engine is not None:
+            engine.shutdown()
+        if self.sink is not None:
+            self.sink.close()
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.loop_thread.join(timeout=10)
+
+    # ---- engine health ----------------------------------------------------------------------------
+
+    def _set_healthy(self, healthy: bool) -> None:
+        self.healthy = healthy
+        if self.healthy_gauge is not None:
+            self.healthy_gauge.set(1.0 if healthy else 0.0)
+
+    async def _engine_alive(self) -> bool:
+        """Dead engines report an error; hung ones do not answer a cheap call in time."""
+        if self.engine.errored:
+            return False
+        try:
+            await asyncio.wait_for(self.engine.is_sleeping(), timeout=max(5.0, 3 * self.params.health_check_interval_s))
+            await self.engine.check_health()
+        except Exception:
+            return False
+        return True
+
+    async def _watch_health(self) -> None:
+        while not self.stopping:
+            await asyncio.sleep(self.params.health_check_interval_s)
+            if self.stopping or not self.healthy or await self._engine_alive():
+                continue
+            self._set_healthy(False)
+            self.logger.log_error("[vllm] the engine is not healthy")
+            if self.params.restart_engine:
+                await self._restart_engine()
+            else:
+                try:  # the stock behaviour: the model leaves the server
+                    pb_utils.unload_model(self.model_name)
+                except Exception as exc:
+                    self.logger.log_error(f"[vllm] could not unload the model: {exc}")
+                return
+
+    async def _restart_engine(self) -> None:
+        backoff = 1.0
+        while not self.stopping:
+            try:
+                await self.loop.run_in_executor(None, self.engine.shutdown)
+            except Exception as exc:
+                self.logger.log_warn(f"[vllm] shutting down the dead engine failed: {exc}")
+            try:
+                self.engine = await self._start_engine()
+                self.tokenizer = self.engine.get_tokenizer()
+                self._set_healthy(True)
+                self.logger.log_info("[vllm] engine restarted")
+                return
+            except Exception as exc:
+                self.logger.log_error(f"[vllm] engine restart failed, next try in {backoff:.0f} s: {exc}")
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, self.params.restart_max_backoff_s)
+
+    # ---- requests ---------------------------------------------------------------------------------
 
     def execute(self, requests: list[Any]) -> None:
         for request in requests:
@@ -110,7 +214,7 @@ class TritonPythonModel:
             raise RequestError("text_input is required (or messages, for a chat)")
         return text.decode() if isinstance(text, bytes) else str(text)
 
-    def _parse(self, request: Any) -> tuple[str, Any, OutputOptions, bool]:
+    def _parse(self, request: Any) -> tuple[str, Any, OutputOptions]:
         if _tensor(request, "image") is not None:
             raise RequestError("the image input is not supported by this backend version")
         prompt = self._prompt(request)
@@ -124,22 +228,25 @@ class TritonPythonModel:
             raise RequestError("LoRA feature is not enabled.")
         flags = {flag: _flag(request, flag) for flag in OPTIONAL_OUTPUTS}
         prepend = not stream and not (exclude is not None and bool(exclude))
-        options = OutputOptions.from_flags(sampling.params.n, prepend, flags)
-        return prompt, sampling.params, options, stream
+        return prompt, sampling.params, OutputOptions.from_flags(sampling.params.n, prepend, flags)
 
     async def _generate(self, request: Any) -> None:
         sender = request.get_response_sender()
         request_id = f"{request.request_id() or 'triton'}-{uuid.uuid4().hex[:12]}"
+        if not self.healthy:
+            self._fail(sender, UNHEALTHY_MESSAGE, pb_utils.TritonError.UNAVAILABLE)
+            return
         watcher = None
+        engine = self.engine
         try:
             try:
-                prompt, params, options, _ = self._parse(request)
+                prompt, params, options = self._parse(request)
             except (RequestError, SamplingError, ChatError) as exc:
                 self._fail(sender, str(exc), pb_utils.TritonError.INVALID_ARG)
                 return
-            watcher = asyncio.ensure_future(self._abort_when_cancelled(sender, request_id))
+            watcher = asyncio.ensure_future(self._abort_when_cancelled(engine, sender, request_id))
             last = None
-            async for output in self.engine.generate({"prompt": prompt}, params, request_id):
+            async for output in engine.generate({"prompt": prompt}, params, request_id):
                 if sender.is_cancelled():
                     break
                 response = self._response(output, options)
@@ -148,31 +255,34 @@ class TritonPythonModel:
                     break
                 sender.send(response)
             if sender.is_cancelled():
-                await self.engine.abort(request_id)
+                await engine.abort(request_id)
                 sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
             elif last is not None:
                 sender.send(last, flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
             else:
                 sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
         except CLIENT_ERRORS as exc:  # vLLM's input validation (prompt too long, bad parameter, ...)
-            await self.engine.abort(request_id)
+            await engine.abort(request_id)
             self._fail(sender, str(exc), pb_utils.TritonError.INVALID_ARG)
         except asyncio.CancelledError:
-            await self.engine.abort(request_id)
+            await engine.abort(request_id)
             self._fail(sender, "request cancelled", pb_utils.TritonError.CANCELLED)
         except Exception as exc:  # anything else is an engine failure; the client must hear of it
             self.logger.log_error(f"[vllm] request {request_id} failed: {exc!r}")
-            await self.engine.abort(request_id)
-            self._fail(sender, f"engine error: {exc}", pb_utils.TritonError.INTERNAL)
+            if engine.errored:
+                self._fail(sender, UNHEALTHY_MESSAGE, pb_utils.TritonError.UNAVAILABLE)
+            else:
+                await engine.abort(request_id)
+                self._fail(sender, f"engine error: {exc}", pb_utils.TritonError.INTERNAL)
         finally:
             if watcher is not None:
                 watcher.cancel()
 
-    async def _abort_when_cancelled(self, sender: Any, request_id: str) -> None:
+    async def _abort_when_cancelled(self, engine: Any, sender: Any, request_id: str) -> None:
         """Aborts at once when Triton cancels the request, even between engine outputs."""
         while not sender.is_cancelled():
             await asyncio.sleep(_CANCEL_POLL_S)
-        await self.engine.abort(request_id)
+        await engine.abort(request_id)
 
     def _response(self, output: Any, options: OutputOptions) -> Any:
         arrays = output_arrays(output, options)
@@ -191,13 +301,3 @@ class TritonPythonModel:
             pb_utils.InferenceResponse(output_tensors=[], error=error),
             flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL,
         )
-
-    def finalize(self) -> None:
-        self.logger.log_info("[vllm] shutting down the engine")
-        for future in list(self.tasks):
-            future.cancel()
-        engine = getattr(self, "engine", None)
-        if engine is not None:
-            engine.shutdown()
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.loop_thread.join(timeout=10)

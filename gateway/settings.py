@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import Literal
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -26,6 +27,12 @@ class Settings(BaseSettings):
     )
     metrics_timeout_s: float = Field(1.0, gt=0, description="timeout of one fetch of Triton's metrics")
     ready_cache_s: float = Field(1.0, ge=0, description="how long a readiness answer is reused")
+    tool_call_parser: Literal["hermes", "llama3_json", "mistral"] = Field(
+        "hermes", description="how tool calls are read from a model's output with tool_choice auto"
+    )
+    tool_call_parsers: dict[str, Literal["hermes", "llama3_json", "mistral"]] = Field(
+        default_factory=dict, description="per-model tool-call parser (a JSON object: model -> parser)"
+    )
     log_level: str = "info"
     log_content: bool = Field(False, description="put prompts and outputs in the request logs")
 

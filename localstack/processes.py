@@ -53,6 +53,16 @@ class Service:
         except OSError:
             return ""
 
+    def kill(self) -> None:
+        """A crash: SIGKILL the process alone, then clear what it leaves behind."""
+        family = self.descendants()
+        if self.running():
+            self.process.kill()
+        self.process.wait()
+        _kill_group(self.pid)
+        _kill_all(family)
+        self._log.close()
+
     def stop(self, grace_s: float = 30.0) -> None:
         """SIGTERM, wait up to `grace_s`, then SIGKILL the group and every straggler."""
         family = self.descendants()
@@ -68,7 +78,8 @@ class Service:
         if self.running():
             self.process.kill()
         self.process.wait()
-        self._log.close()
+        if not self._log.closed:
+            self._log.close()
 
 
 def _kill_group(pgid: int) -> None:

@@ -110,6 +110,9 @@ class LocalStack:
             f"--metrics-port={cfg.metrics_port}",
             # Distinct shared-memory names let several servers share a machine.
             f"--backend-config=python,shm-region-prefix-name=tvg{cfg.grpc_port}_",
+            # Explicit control lets the backend unload a model whose engine died, as the stock backend does.
+            "--model-control-mode=explicit",
+            f"--load-model={cfg.model_name}",
             "--log-verbose=0",
         ]
         self.triton = Service("triton", argv, self._triton_env(), cfg.run_dir / "triton.log")
@@ -127,6 +130,7 @@ class LocalStack:
                 "GATEWAY_HOST": cfg.gateway_host,
                 "GATEWAY_PORT": str(cfg.gateway_port),
                 "GATEWAY_TRITON_GRPC_URL": f"127.0.0.1:{cfg.grpc_port}",
+                "GATEWAY_TRITON_METRICS_URLS": f'["{self.triton_metrics_url}"]',
                 **cfg.gateway_env,
             }
         )
@@ -137,6 +141,28 @@ class LocalStack:
     def wait_gateway_ready(self, timeout_s: float = 60.0) -> None:
         if not wait_until(lambda: _http_ok(f"{self.gateway_url}/health/ready"), timeout_s, 0.5, self.gateway):
             raise StackError(f"the gateway did not become ready:\n{self.gateway.log_tail() if self.gateway else ''}")
+
+    def engine_processes(self) -> list:
+        """vLLM's engine-core processes under this stack's Triton."""
+        if self.triton is None:
+            return []
+        found = []
+        for process in self.triton.descendants():
+            try:
+                if "EngineCore" in " ".join(process.cmdline()) or "EngineCore" in process.name():
+                    found.append(process)
+            except Exception:  # gone meanwhile
+                continue
+        return found
+
+    def kill_triton(self) -> None:
+        """Simulates a crash of the server (its stubs and engines are cleared too)."""
+        if self.triton is not None:
+            self.triton.kill()
+
+    def restart_triton(self) -> None:
+        self.start_triton()
+        self.wait_triton_ready()
 
     def start(self) -> "LocalStack":
         self.config.run_dir.mkdir(parents=True, exist_ok=True)

@@ -33,12 +33,6 @@ def engine_processes() -> list[str]:
     return found
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        if "e2e" in Path(str(item.fspath)).parts:
-            item.add_marker(pytest.mark.stack)
-
-
 @pytest.fixture(scope="session")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
     before = set(engine_processes())
@@ -67,3 +61,15 @@ def base_url(stack: LocalStack) -> str:
 @pytest.fixture(scope="session")
 def model_name(stack: LocalStack) -> str:
     return stack.config.model_name
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "disruptive: kills parts of the shared stack; runs after every other test")
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if "e2e" in Path(str(item.fspath)).parts:
+            item.add_marker(pytest.mark.stack)
+    items.sort(key=lambda item: item.get_closest_marker("disruptive") is not None)

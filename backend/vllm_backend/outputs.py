@@ -26,15 +26,23 @@ class OutputOptions:
 
 
 def _logprobs_json(output: Any) -> str:
+    """One entry per new token. The sampled token comes first, so clients can tell it from the alternatives."""
     if output.logprobs is None:
         return "null"
-    entries = [
-        {
-            str(token_id): {"logprob": lp.logprob, "rank": lp.rank, "decoded_token": lp.decoded_token}
-            for token_id, lp in position.items()
-        }
-        for position in output.logprobs
-    ]
+    entries = []
+    for sampled, position in zip(output.token_ids, output.logprobs):
+        order = [sampled, *(token_id for token_id in position if token_id != sampled)]
+        entries.append(
+            {
+                str(token_id): {
+                    "logprob": position[token_id].logprob,
+                    "rank": position[token_id].rank,
+                    "decoded_token": position[token_id].decoded_token,
+                }
+                for token_id in order
+                if token_id in position
+            }
+        )
     return json.dumps(entries)
 
 

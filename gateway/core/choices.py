@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from gateway.core.logprobs import Position, parse_positions
 from gateway.core.upstream import GenerateChunk, normalize_finish_reason
 
 
@@ -12,14 +13,17 @@ class ChoiceDelta:
     index: int
     text: str
     finish_reason: str | None
+    logprobs: list[Position] = field(default_factory=list)
 
 
 class ChoiceAccumulator:
     """Tracks `n` sequences of one generation. Chunk texts and token counts are deltas."""
 
-    def __init__(self, n: int, index_offset: int = 0) -> None:
+    def __init__(self, n: int, top_logprobs: int | None = None) -> None:
+        """`top_logprobs`: how many alternatives per token to keep; None when logprobs were not asked for."""
         self.n = n
-        self.index_offset = index_offset
+        self.top_logprobs = top_logprobs
+        self.logprobs: list[list[Position]] = [[] for _ in range(n)]
         self.texts = [""] * n
         self.finish_reasons: list[str | None] = [None] * n
         self.prompt_tokens = 0
@@ -32,11 +36,15 @@ class ChoiceAccumulator:
         deltas = []
         for i, text in enumerate(chunk.texts[: self.n]):
             reason = normalize_finish_reason(chunk.finish_reasons[i]) if i < len(chunk.finish_reasons) else None
+            positions = []
+            if self.top_logprobs is not None and i < len(chunk.logprobs):
+                positions = parse_positions(chunk.logprobs[i], self.top_logprobs)
+                self.logprobs[i] += positions
             self.texts[i] += text
             if reason is not None:
                 self.finish_reasons[i] = reason
             if text or reason is not None:
-                deltas.append(ChoiceDelta(self.index_offset + i, text, reason))
+                deltas.append(ChoiceDelta(i, text, reason, positions))
         return deltas
 
     @property

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from gateway.core.choices import ChoiceAccumulator, ChoiceDelta, usage
+from gateway.core.logprobs import Position, completion_logprobs
 from gateway.core.sampling import sampling_parameters
 from gateway.core.upstream import GenerateRequest
 from gateway.errors import bad_request
@@ -21,10 +22,13 @@ def to_generate_request(request: CompletionRequest, model: str, request_id: str)
         if len(prompt) != 1:
             raise bad_request("Only one prompt per request is supported.", "prompt")
         prompt = prompt[0]
+    sampling = sampling_parameters(request, request.max_tokens)
+    if request.logprobs is not None:
+        sampling["logprobs"] = request.logprobs
     return GenerateRequest(
         model=model,
         request_id=request_id,
-        sampling=sampling_parameters(request, request.max_tokens),
+        sampling=sampling,
         stream=request.stream,
         text_input=prompt,
     )
@@ -41,6 +45,7 @@ class CompletionRender:
         self.request = request
         self.base = {"id": response_id, "object": "text_completion", "created": created, "model": request.model}
         self.echo_pending = [request.echo] * request.n
+        self.sent_chars = [0] * request.n  # where the next streamed token starts, for text_offset
 
     def _text(self, index: int, text: str) -> str:
         if self.echo_pending[index]:
@@ -48,29 +53,37 @@ class CompletionRender:
             return _prompt_of(self.request) + text
         return text
 
-    def chunk(self, delta: ChoiceDelta) -> dict[str, Any]:
+    def _logprobs(self, positions: list[Position], text_offset: int) -> dict[str, Any] | None:
+        return completion_logprobs(positions, text_offset) if self.request.logprobs is not None else None
+
+    def chunks(self, delta: ChoiceDelta) -> list[dict[str, Any]]:
+        text = self._text(delta.index, delta.text)
+        start = self.sent_chars[delta.index] + len(text) - len(delta.text)
+        self.sent_chars[delta.index] += len(text)
         choice = {
             "index": delta.index,
-            "text": self._text(delta.index, delta.text),
-            "logprobs": None,
+            "text": text,
+            "logprobs": self._logprobs(delta.logprobs, start),
             "finish_reason": delta.finish_reason,
         }
         chunk = {**self.base, "choices": [choice]}
         if self.request.include_usage:
             chunk["usage"] = None
-        return chunk
+        return [chunk]
 
     def usage_chunk(self, acc: ChoiceAccumulator) -> dict[str, Any]:
         return {**self.base, "choices": [], "usage": usage(acc.prompt_tokens, acc.completion_tokens)}
 
     def response(self, acc: ChoiceAccumulator) -> dict[str, Any]:
-        choices = [
-            {
-                "index": i,
-                "text": self._text(i, text),
-                "logprobs": None,
-                "finish_reason": acc.finish_reasons[i] or "stop",
-            }
-            for i, text in enumerate(acc.texts)
-        ]
+        choices = []
+        for i, text in enumerate(acc.texts):
+            full = self._text(i, text)
+            choices.append(
+                {
+                    "index": i,
+                    "text": full,
+                    "logprobs": self._logprobs(acc.logprobs[i], len(full) - len(text)),
+                    "finish_reason": acc.finish_reasons[i] or "stop",
+                }
+            )
         return {**self.base, "choices": choices, "usage": usage(acc.prompt_tokens, acc.completion_tokens)}

@@ -54,6 +54,8 @@ def encode_request(request: GenerateRequest) -> pb.ModelInferRequest:
     _add_bool(message, "exclude_input_in_output", True)
     for flag in _RETURN_FLAGS:
         _add_bool(message, flag, True)
+    if "logprobs" in request.sampling:
+        _add_bool(message, "return_logprobs", True)
     _add_string(message, "sampling_parameters", json.dumps(request.sampling))
     message.parameters["triton_enable_empty_final_response"].bool_param = True
     return message
@@ -89,4 +91,6 @@ def decode_response(response: pb.ModelInferResponse) -> GenerateChunk:
         num_input_tokens=input_tokens[0] if input_tokens else None,
         num_output_tokens=outputs.get("num_output_tokens", []),
         final=bool(final_param and final_param.bool_param),
+        request_id=response.id,
+        logprobs=outputs.get("logprobs", []),
     )

@@ -28,6 +28,8 @@ class GenerateChunk:
     num_input_tokens: int | None = None
     num_output_tokens: list[int] = field(default_factory=list)
     final: bool = False
+    request_id: str = ""  # the Triton request id the response answers
+    logprobs: list[str] = field(default_factory=list)  # per sequence, the backend's JSON (see core.logprobs)
 
 
 def normalize_finish_reason(value: str | None) -> str | None:

@@ -84,6 +84,22 @@ def render(per_upstream: list[list[Family]]) -> str:
     return "\n".join(lines) + ("\n" if lines else "")
 
 
+ENGINE_HEALTH_METRIC = "vllm:engine_healthy"
+
+
+def unhealthy_engines(families: list[Family]) -> set[str]:
+    """Models whose backend reports a failed engine health check (the gauge at 0)."""
+    bad = set()
+    for family in families:
+        if family.name != ENGINE_HEALTH_METRIC:
+            continue
+        for sample in family.samples:
+            labels, _, value = sample.rpartition(" ")
+            if float(value) == 0.0 and 'model="' in labels:
+                bad.add(labels.split('model="', 1)[1].split('"', 1)[0])
+    return bad
+
+
 @dataclass
 class FetchResult:
     upstream: str
@@ -128,6 +144,12 @@ class TritonMetricsFederation:
         except httpx.HTTPError:
             return FetchResult(url, False, time.perf_counter() - started)
 
+    async def fetch_all(self) -> list[FetchResult]:
+        return list(await asyncio.gather(*(self._fetch(url) for url in self.urls)))
+
     async def exposition(self) -> str:
-        results = list(await asyncio.gather(*(self._fetch(url) for url in self.urls)))
+        results = await self.fetch_all()
         return status_text(results) + render([r.families for r in results])
+
+    async def unhealthy_engines(self) -> set[str]:
+        return {model for result in await self.fetch_all() for model in unhealthy_engines(result.families)}

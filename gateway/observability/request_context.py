@@ -35,6 +35,7 @@ class RequestRecord:
     started: float = field(default_factory=time.perf_counter)
     model: str | None = None
     endpoint: str | None = None
+    triton_request_id: str | None = None
     status: int | None = None
     stream: bool | None = None
     prompt_tokens: int | None = None

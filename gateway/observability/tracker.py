@@ -21,6 +21,10 @@ class GenerationTracker:
             record.model, record.endpoint = model, endpoint
         metrics.in_flight.labels(*self.labels).inc()
 
+    def upstream_id(self, request_id: str) -> None:
+        if self.record is not None:
+            self.record.triton_request_id = request_id
+
     def on_text(self) -> None:
         now = time.perf_counter()
         if self.first is None:

@@ -10,6 +10,7 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import ORJSONResponse
 
 from gateway.errors import OpenAIError
+from gateway.observability.federation import TritonMetricsFederation
 from gateway.routers.deps import triton
 from gateway.triton_client import TritonClient
 
@@ -29,25 +30,33 @@ class ReadinessCache:
         self._at = float("-inf")
         self._lock = asyncio.Lock()
 
-    async def get(self, client: TritonClient) -> Readiness:
+    async def get(self, client: TritonClient, federation: TritonMetricsFederation) -> Readiness:
         async with self._lock:  # concurrent probes share one upstream check
             if self._value is None or time.monotonic() - self._at > self.ttl_s:
-                self._value = await check_readiness(client)
+                self._value = await check_readiness(client, federation)
                 self._at = time.monotonic()
             return self._value
 
 
-async def check_readiness(client: TritonClient) -> Readiness:
-    if not await client.server_ready():
-        return Readiness(False, {"status": "unavailable", "reason": "Triton is not reachable or not ready"})
+async def check_readiness(client: TritonClient, federation: TritonMetricsFederation) -> Readiness:
     try:
         entries = await client.models(fresh=True)
-    except OpenAIError as exc:
-        return Readiness(False, {"status": "unavailable", "reason": exc.message})
+    except OpenAIError:
+        return Readiness(False, {"status": "unavailable", "reason": "Triton is not reachable"})
     models = {m.name: m.state or "UNKNOWN" for m in entries}
-    not_ready = {name: state for name, state in models.items() if state != "READY"}
-    if not models or not_ready:
-        reason = "no model is loaded" if not models else f"not ready: {', '.join(sorted(not_ready))}"
+    not_ready = sorted(name for name, state in models.items() if state != "READY")
+    if not_ready:
+        reason = f"model not ready: {', '.join(not_ready)}"
+        return Readiness(False, {"status": "unavailable", "reason": reason, "models": models})
+    if not models:
+        return Readiness(False, {"status": "unavailable", "reason": "no model is loaded", "models": models})
+    if not await client.server_ready():
+        return Readiness(False, {"status": "unavailable", "reason": "Triton is not ready", "models": models})
+    # Where the backend checks its engine's health, a failed engine makes its model not ready.
+    unhealthy = sorted(await federation.unhealthy_engines() & models.keys())
+    if unhealthy:
+        models.update({name: "ENGINE_UNHEALTHY" for name in unhealthy})
+        reason = f"engine unhealthy: {', '.join(unhealthy)}"
         return Readiness(False, {"status": "unavailable", "reason": reason, "models": models})
     return Readiness(True, {"status": "ok", "models": models})
 
@@ -59,5 +68,5 @@ async def live() -> dict[str, str]:
 
 @router.get("/health/ready")
 async def ready(request: Request, client: TritonClient = Depends(triton)) -> ORJSONResponse:
-    readiness = await request.app.state.readiness.get(client)
+    readiness = await request.app.state.readiness.get(client, request.app.state.federation)
     return ORJSONResponse(readiness.body, status_code=200 if readiness.ready else 503)

@@ -15,6 +15,7 @@ from sse_starlette import EventSourceResponse
 
 from gateway.core import chat, completions
 from gateway.core.choices import ChoiceAccumulator, ChoiceDelta
+from gateway.core.tools import ToolCallParser, tool_call_parser
 from gateway.core.upstream import GenerateChunk, GenerateRequest
 from gateway.errors import OpenAIError
 from gateway.observability.request_context import request_record
@@ -27,7 +28,7 @@ router = APIRouter(tags=["openai"])
 
 
 class Render(Protocol):
-    def chunk(self, delta: ChoiceDelta) -> dict[str, Any]: ...
+    def chunks(self, delta: ChoiceDelta) -> list[dict[str, Any]]: ...
     def usage_chunk(self, acc: ChoiceAccumulator) -> dict[str, Any]: ...
     def response(self, acc: ChoiceAccumulator) -> dict[str, Any]: ...
 
@@ -44,16 +45,24 @@ class Generation:
     """One request's path through Triton, streamed or not, with its tracking."""
 
     def __init__(
-        self, client: TritonClient, upstream: GenerateRequest, render: Render, body: SamplingFields, tracker: GenerationTracker
+        self,
+        client: TritonClient,
+        upstream: GenerateRequest,
+        render: Render,
+        body: SamplingFields,
+        tracker: GenerationTracker,
+        top_logprobs: int | None,
     ) -> None:
         self.client = client
         self.upstream = upstream
         self.render = render
         self.body = body
         self.tracker = tracker
-        self.acc = ChoiceAccumulator(body.n)
+        self.acc = ChoiceAccumulator(body.n, top_logprobs)
 
     def _deltas(self, chunk: GenerateChunk) -> list[ChoiceDelta]:
+        if chunk.request_id:
+            self.tracker.upstream_id(chunk.request_id)
         deltas = self.acc.add(chunk)
         if any(d.text for d in deltas):
             self.tracker.on_text()
@@ -90,10 +99,12 @@ class Generation:
         try:
             if first is not None:
                 for delta in self._deltas(first):
-                    yield _event(self.render.chunk(delta))
+                    for payload in self.render.chunks(delta):
+                        yield _event(payload)
             async for chunk in rest:
                 for delta in self._deltas(chunk):
-                    yield _event(self.render.chunk(delta))
+                    for payload in self.render.chunks(delta):
+                        yield _event(payload)
             if self.body.include_usage:
                 yield _event(self.render.usage_chunk(self.acc))
             self._finish("ok")
@@ -148,6 +159,11 @@ def _request_id(request: Request) -> str:
     return record.request_id if record is not None else uuid.uuid4().hex
 
 
+def _tool_parser(request: Request, model: str) -> ToolCallParser:
+    settings = request.app.state.settings
+    return tool_call_parser(settings.tool_call_parsers.get(model, settings.tool_call_parser))
+
+
 @router.post("/v1/completions")
 async def create_completion(
     body: CompletionRequest, request: Request, client: TritonClient = Depends(triton)
@@ -156,7 +172,7 @@ async def create_completion(
     upstream = completions.to_generate_request(body, model, _request_id(request))
     render = completions.CompletionRender(body, f"cmpl-{uuid.uuid4().hex}", int(time.time()))
     tracker = _tracker(request, model, "completions", body.stream)
-    return await Generation(client, upstream, render, body, tracker).respond(request)
+    return await Generation(client, upstream, render, body, tracker, body.logprobs).respond(request)
 
 
 @router.post("/v1/chat/completions")
@@ -165,6 +181,6 @@ async def create_chat_completion(
 ) -> Any:
     model = await resolve_model(client, body.model)
     upstream = chat.to_generate_request(body, model, _request_id(request))
-    render = chat.ChatRender(body, f"chatcmpl-{uuid.uuid4().hex}", int(time.time()))
+    render = chat.ChatRender(body, f"chatcmpl-{uuid.uuid4().hex}", int(time.time()), _tool_parser(request, model))
     tracker = _tracker(request, model, "chat", body.stream)
-    return await Generation(client, upstream, render, body, tracker).respond(request)
+    return await Generation(client, upstream, render, body, tracker, body.logprobs_top).respond(request)

@@ -50,8 +50,8 @@ def test_max_completion_tokens_wins_over_max_tokens() -> None:
 def test_first_chunk_carries_the_role_with_the_first_text() -> None:
     render = ChatRender(_request(stream=True), "chatcmpl-1", 7)
     acc = ChoiceAccumulator(1)
-    chunks = [render.chunk(d) for d in acc.add(GenerateChunk(["Par"], ["None"], 3, [1]))]
-    chunks += [render.chunk(d) for d in acc.add(GenerateChunk(["is"], ["stop"], 3, [1], final=True))]
+    chunks = [render.chunks(d)[0] for d in acc.add(GenerateChunk(["Par"], ["None"], 3, [1]))]
+    chunks += [render.chunks(d)[0] for d in acc.add(GenerateChunk(["is"], ["stop"], 3, [1], final=True))]
     assert chunks[0]["choices"][0]["delta"] == {"role": "assistant", "content": "Par"}
     assert chunks[1]["choices"][0]["delta"] == {"content": "is"}
     assert chunks[1]["choices"][0]["finish_reason"] == "stop"
@@ -62,8 +62,8 @@ def test_first_chunk_carries_the_role_with_the_first_text() -> None:
 def test_final_empty_delta_has_no_content() -> None:
     render = ChatRender(_request(stream=True), "c", 1)
     acc = ChoiceAccumulator(1)
-    [first] = [render.chunk(d) for d in acc.add(GenerateChunk(["x"], ["None"], 1, [1]))]
-    [last] = [render.chunk(d) for d in acc.add(GenerateChunk([""], ["length"], 1, [0], final=True))]
+    [first] = [render.chunks(d)[0] for d in acc.add(GenerateChunk(["x"], ["None"], 1, [1]))]
+    [last] = [render.chunks(d)[0] for d in acc.add(GenerateChunk([""], ["length"], 1, [0], final=True))]
     assert last["choices"][0]["delta"] == {}
     assert last["choices"][0]["finish_reason"] == "length"
 

@@ -54,7 +54,7 @@ def test_stream_chunks_then_usage() -> None:
         GenerateChunk(["Hel"], ["None"], 2, [1]),
         GenerateChunk(["lo"], ["length"], 2, [1], final=True),
     ):
-        chunks += [render.chunk(delta) for delta in acc.add(piece)]
+        chunks += [render.chunks(delta)[0] for delta in acc.add(piece)]
     assert [c["choices"][0]["text"] for c in chunks] == ["Hel", "lo"]
     assert [c["choices"][0]["finish_reason"] for c in chunks] == [None, "length"]
     assert all(c["id"] == "cmpl-1" and c["created"] == 123 and c["usage"] is None for c in chunks)
@@ -83,6 +83,6 @@ def test_echo_prepends_the_prompt_once() -> None:
     request = _request(echo=True, stream=True)
     render = CompletionRender(request, "c", 1)
     acc = ChoiceAccumulator(1)
-    texts = [render.chunk(d)["choices"][0]["text"] for d in acc.add(GenerateChunk([" a"], ["None"], 1, [1]))]
-    texts += [render.chunk(d)["choices"][0]["text"] for d in acc.add(GenerateChunk([" b"], ["stop"], 1, [1]))]
+    texts = [render.chunks(d)[0]["choices"][0]["text"] for d in acc.add(GenerateChunk([" a"], ["None"], 1, [1]))]
+    texts += [render.chunks(d)[0]["choices"][0]["text"] for d in acc.add(GenerateChunk([" b"], ["stop"], 1, [1]))]
     assert texts == ["Hello a", " b"]

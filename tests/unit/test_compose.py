@@ -19,7 +19,8 @@ def compose() -> dict:
 
 
 def test_services(compose: dict) -> None:
-    assert set(compose["services"]) == {"triton", "gateway"}
+    # Plain `docker compose up` starts these two; the monitoring profile adds Prometheus and Grafana.
+    assert {name for name, s in compose["services"].items() if "profiles" not in s} == {"triton", "gateway"}
 
 
 def test_mounted_paths_exist(compose: dict) -> None:
@@ -39,9 +40,13 @@ def test_backend_is_mounted_as_the_vllm_backend(compose: dict) -> None:
         assert (model / "1" / "model.json").is_file()
 
 
-def test_gateway_reaches_tritons_grpc_port(compose: dict) -> None:
+def test_gateway_reaches_tritons_grpc_and_metrics_ports(compose: dict, monkeypatch: pytest.MonkeyPatch) -> None:
     triton, gateway = compose["services"]["triton"], compose["services"]["gateway"]
-    settings = Settings(**{k.removeprefix("GATEWAY_").lower(): v for k, v in gateway["environment"].items()})
+    for key, value in gateway["environment"].items():
+        monkeypatch.setenv(key, value)
+    settings = Settings()
+    assert settings.triton_metrics_urls == ["http://triton:8002/metrics"]
+    assert "--metrics-port=8002" in triton["command"]
     host, port = settings.triton_grpc_url.rsplit(":", 1)
     assert host == "triton"
     assert f"--grpc-port={port}" in triton["command"]

@@ -1,0 +1,143 @@
+"""vLLM's engine statistics as Triton metrics (`REPORT_CUSTOM_METRICS`).
+
+The eight `vllm:` families of the stock backend, with the same names, labels and
+buckets, plus the scheduler gauges it drops. vLLM hands statistics to a
+StatLoggerBase; this one turns them into plain updates, and a thread applies them
+to Triton's metric API so the engine's loop never waits on Triton.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from vllm.v1.metrics.loggers import StatLoggerBase
+
+COUNTER, HISTOGRAM, GAUGE = "counter", "histogram", "gauge"
+
+
+def one_two_five(limit: int) -> list[float]:
+    """1, 2, 5, 10, 20, 50, ... up to `limit` (vLLM's token-count buckets)."""
+    buckets, exponent = [], 0
+    while True:
+        for mantissa in (1, 2, 5):
+            value = mantissa * 10**exponent
+            if value > limit:
+                return buckets
+            buckets.append(float(value))
+        exponent += 1
+
+
+@dataclass(frozen=True)
+class FamilySpec:
+    name: str
+    kind: str
+    description: str
+    buckets: tuple[float, ...] | None = None
+
+
+def family_specs(max_model_len: int) -> list[FamilySpec]:
+    token_buckets = tuple(one_two_five(max_model_len))
+    return [
+        FamilySpec("vllm:prompt_tokens_total", COUNTER, "Number of prefill tokens processed."),
+        FamilySpec("vllm:generation_tokens_total", COUNTER, "Number of generation tokens processed."),
+        FamilySpec(
+            "vllm:time_to_first_token_seconds", HISTOGRAM, "Histogram of time to first token in seconds.",
+            (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0),
+        ),
+        FamilySpec(
+            "vllm:time_per_output_token_seconds", HISTOGRAM, "Histogram of time per output token in seconds.",
+            (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5),
+        ),
+        FamilySpec(
+            "vllm:e2e_request_latency_seconds", HISTOGRAM, "Histogram of end to end request latency in seconds.",
+            (1.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0),
+        ),
+        FamilySpec(
+            "vllm:request_prompt_tokens", HISTOGRAM, "Number of prefill tokens processed.", token_buckets
+        ),
+        FamilySpec(
+            "vllm:request_generation_tokens", HISTOGRAM, "Number of generation tokens processed.", token_buckets
+        ),
+        FamilySpec("vllm:request_params_n", HISTOGRAM, "Histogram of the n request parameter.", (1, 2, 5, 10, 20)),
+        # Beyond the stock backend: the scheduler's state.
+        FamilySpec("vllm:num_requests_running", GAUGE, "Number of requests currently running on the engine."),
+        FamilySpec("vllm:num_requests_waiting", GAUGE, "Number of requests waiting to be processed."),
+        FamilySpec("vllm:kv_cache_usage_perc", GAUGE, "KV-cache usage. 1 means 100 percent usage."),
+    ]  # fmt: skip
+
+
+# One update: (family name, operation, value). Operations: "inc", "observe", "set".
+Update = tuple[str, str, float]
+
+
+def updates_from_stats(scheduler_stats: Any, iteration_stats: Any) -> list[Update]:
+    """Plain updates from vLLM's statistics objects (read defensively: their fields are not a stable API)."""
+    updates: list[Update] = []
+    if iteration_stats is not None:
+        prompt = getattr(iteration_stats, "num_prompt_tokens", 0)
+        generation = getattr(iteration_stats, "num_generation_tokens", 0)
+        if prompt:
+            updates.append(("vllm:prompt_tokens_total", "inc", prompt))
+        if generation:
+            updates.append(("vllm:generation_tokens_total", "inc", generation))
+        for value in getattr(iteration_stats, "time_to_first_tokens_iter", ()):
+            updates.append(("vllm:time_to_first_token_seconds", "observe", value))
+        itls = getattr(iteration_stats, "inter_token_latencies_iter", None)
+        if itls is None:
+            itls = getattr(iteration_stats, "time_per_output_tokens_iter", ())
+        for value in itls:
+            updates.append(("vllm:time_per_output_token_seconds", "observe", value))
+        for value in getattr(iteration_stats, "n_params_iter", ()):
+            updates.append(("vllm:request_params_n", "observe", value))
+        for finished in getattr(iteration_stats, "finished_requests", ()):
+            updates.append(("vllm:e2e_request_latency_seconds", "observe", finished.e2e_latency))
+            updates.append(("vllm:request_prompt_tokens", "observe", finished.num_prompt_tokens))
+            updates.append(("vllm:request_generation_tokens", "observe", finished.num_generation_tokens))
+    if scheduler_stats is not None:
+        updates.append(("vllm:num_requests_running", "set", getattr(scheduler_stats, "num_running_reqs", 0)))
+        updates.append(("vllm:num_requests_waiting", "set", getattr(scheduler_stats, "num_waiting_reqs", 0)))
+        updates.append(("vllm:kv_cache_usage_perc", "set", getattr(scheduler_stats, "kv_cache_usage", 0.0)))
+    return updates
+
+
+class MetricsSink:
+    """Applies updates to Triton metrics from its own thread."""
+
+    def __init__(self, make_metric: Callable[[FamilySpec], Any], specs: Iterable[FamilySpec]) -> None:
+        self.metrics = {spec.name: make_metric(spec) for spec in specs}
+        self._queue: queue.SimpleQueue[list[Update] | None] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._run, name="vllm-metrics", daemon=True)
+        self._thread.start()
+
+    def submit(self, updates: list[Update]) -> None:
+        if updates:
+            self._queue.put(updates)
+
+    def _run(self) -> None:
+        while (updates := self._queue.get()) is not None:
+            for name, operation, value in updates:
+                metric = self.metrics.get(name)
+                if metric is not None:
+                    getattr(metric, {"inc": "increment", "observe": "observe", "set": "set"}[operation])(value)
+
+    def close(self) -> None:
+        self._queue.put(None)
+        self._thread.join(timeout=5)
+
+
+def stat_logger_factory(sink: MetricsSink) -> Callable[..., StatLoggerBase]:
+    class TritonStatLogger(StatLoggerBase):
+        def __init__(self, vllm_config: Any, engine_index: int = 0) -> None:
+            self.engine_index = engine_index
+
+        def record(self, scheduler_stats: Any, iteration_stats: Any, mm_cache_stats: Any = None, engine_idx: int = 0):
+            sink.submit(updates_from_stats(scheduler_stats, iteration_stats))
+
+        def log_engine_initialized(self) -> None:
+            pass
+
+    return TritonStatLogger
