@@ -25,8 +25,11 @@ from vllm import AsyncEngineArgs  # noqa: E402
 from vllm.engine.async_llm_engine import AsyncLLMEngine  # noqa: E402
 
 from vllm_backend.chat import ChatError, parse_messages, parse_template_kwargs, render_chat  # noqa: E402
+from vllm_backend.devices import engine_environment, ignored_device_ids  # noqa: E402
 from vllm_backend.errors import CLIENT_ERRORS  # noqa: E402
+from vllm_backend.images import ImageError, decode_images, multi_modal_data  # noqa: E402
 from vllm_backend.interface import INPUTS, OPTIONAL_OUTPUTS, OUTPUTS, missing_tensors  # noqa: E402
+from vllm_backend.lora import LoraError, lora_table, resolve_lora  # noqa: E402
 from vllm_backend.metrics import COUNTER, GAUGE, FamilySpec, MetricsSink, family_specs  # noqa: E402
 from vllm_backend.metrics import stat_logger_factory  # noqa: E402
 from vllm_backend.outputs import OutputOptions, output_arrays  # noqa: E402
@@ -86,6 +89,20 @@ class TritonPythonModel:
         with open(engine_json) as handle:
             self.engine_args = json.load(handle)
         self.params = BackendParams.from_config(self.model_config)
+        # Devices before anything starts the engine: KIND_GPU / KIND_MODEL rules and GPU_DEVICE_IDS.
+        kind = args.get("model_instance_kind", "")
+        env = engine_environment(
+            self.model_config,
+            self.engine_args,
+            kind,
+            args.get("model_instance_device_id", "0"),
+            os.environ.get("CUDA_VISIBLE_DEVICES"),
+        )
+        warning = ignored_device_ids(self.model_config, kind)
+        if warning:
+            self.logger.log_warn(f"[vllm] {warning}")
+        os.environ.update(env)
+        self.lora = lora_table(self.engine_args, os.path.join(args["model_repository"], args["model_version"]))
 
         self.metric_families: list[Any] = []
         self.sink: MetricsSink | None = None
@@ -202,33 +219,54 @@ class TritonPythonModel:
             future.add_done_callback(self.tasks.discard)
         return None
 
-    def _prompt(self, request: Any) -> str:
+    def _prompt(self, request: Any) -> tuple[str, list[int]]:
+        """The prompt's text and tokens. A rendered chat template carries its own special tokens."""
         text = _scalar(request, "text_input")
         messages = _scalar(request, "messages")
         if messages is not None:
             if text is not None:
                 raise RequestError("give either text_input or messages, not both")
             kwargs = parse_template_kwargs(_scalar(request, "chat_template_kwargs"))
-            return render_chat(self.tokenizer, parse_messages(messages), kwargs)
+            prompt = render_chat(self.tokenizer, parse_messages(messages), kwargs)
+            return prompt, self.tokenizer.encode(prompt, add_special_tokens=False)
         if text is None:
             raise RequestError("text_input is required (or messages, for a chat)")
-        return text.decode() if isinstance(text, bytes) else str(text)
+        prompt = text.decode() if isinstance(text, bytes) else str(text)
+        return prompt, self.tokenizer.encode(prompt)
 
-    def _parse(self, request: Any) -> tuple[str, Any, OutputOptions]:
-        if _tensor(request, "image") is not None:
-            raise RequestError("the image input is not supported by this backend version")
-        prompt = self._prompt(request)
+    def _check_length(self, prompt_tokens: int, max_tokens: int | None) -> None:
+        limit = self.engine.model_config.max_model_len
+        if prompt_tokens >= limit:
+            raise RequestError(
+                f"This model's maximum context length is {limit} tokens. However, your prompt has "
+                f"{prompt_tokens} tokens. Please reduce the length of the prompt."
+            )
+        if max_tokens is not None and prompt_tokens + max_tokens > limit:
+            raise RequestError(
+                f"This model's maximum context length is {limit} tokens. However, you requested "
+                f"{prompt_tokens + max_tokens} tokens ({prompt_tokens} in the prompt, {max_tokens} in the "
+                "completion). Please reduce the length of the prompt or the completion."
+            )
+
+    def _parse(self, request: Any) -> tuple[dict[str, Any], Any, Any, OutputOptions]:
+        """The engine prompt, sampling parameters, LoRA request and output options of one request."""
+        prompt, prompt_ids = self._prompt(request)
+        engine_prompt: dict[str, Any] = {"prompt_token_ids": prompt_ids}
+        images = _tensor(request, "image")
+        if images is not None:
+            engine_prompt["multi_modal_data"] = multi_modal_data(decode_images(images))
         stream = _flag(request, "stream")
         exclude = _scalar(request, "exclude_input_in_output")
         if stream and exclude is not None and not bool(exclude):
             raise RequestError("streaming requires exclude_input_in_output to be true")
         raw = _scalar(request, "sampling_parameters")
         sampling = sampling_from_json(raw, request.parameters(), stream)
-        if sampling.lora_name is not None:
-            raise RequestError("LoRA feature is not enabled.")
+        lora = resolve_lora(sampling.lora_name, self.lora)
+        self._check_length(len(prompt_ids), sampling.params.max_tokens)
         flags = {flag: _flag(request, flag) for flag in OPTIONAL_OUTPUTS}
         prepend = not stream and not (exclude is not None and bool(exclude))
-        return prompt, sampling.params, OutputOptions.from_flags(sampling.params.n, prepend, flags)
+        options = OutputOptions.from_flags(sampling.params.n, prompt if prepend else "", flags)
+        return engine_prompt, sampling.params, lora, options
 
     async def _generate(self, request: Any) -> None:
         sender = request.get_response_sender()
@@ -240,13 +278,13 @@ class TritonPythonModel:
         engine = self.engine
         try:
             try:
-                prompt, params, options = self._parse(request)
-            except (RequestError, SamplingError, ChatError) as exc:
+                engine_prompt, params, lora, options = self._parse(request)
+            except (RequestError, SamplingError, ChatError, LoraError, ImageError) as exc:
                 self._fail(sender, str(exc), pb_utils.TritonError.INVALID_ARG)
                 return
             watcher = asyncio.ensure_future(self._abort_when_cancelled(engine, sender, request_id))
             last = None
-            async for output in engine.generate({"prompt": prompt}, params, request_id):
+            async for output in engine.generate(engine_prompt, params, request_id, lora_request=lora):
                 if sender.is_cancelled():
                     break
                 response = self._response(output, options)

@@ -22,7 +22,24 @@ from localstack.paths import (
     python_lib_dir,
     triton_libs_dir,
 )
+import psutil
+
 from localstack.processes import Service, wait_until
+
+
+RUN_MARKER = "LOCALSTACK_RUN_DIR"
+
+
+def stray_processes(run_dir: Path) -> list[str]:
+    """Processes started by the stack in `run_dir` that are still alive (Triton, stubs, vLLM engines)."""
+    found = []
+    for process in psutil.process_iter(["pid", "name"]):
+        try:
+            if process.environ().get(RUN_MARKER) == str(run_dir):
+                found.append(f"{process.pid}: {' '.join(process.cmdline())[:120]}")
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue
+    return found
 
 
 class StackError(RuntimeError):
@@ -91,6 +108,8 @@ class LocalStack:
         )
         env.setdefault("VLLM_CONFIGURE_LOGGING", "1")
         env["LC_ALL"] = "C.UTF-8"
+        # Inherited by every process Triton starts (stubs, engines), so strays can be found later.
+        env[RUN_MARKER] = str(self.config.run_dir)
         env["HF_HUB_OFFLINE"] = "1"
         env.pop("PYTHONPATH", None)
         return env

@@ -16,13 +16,13 @@ class OutputOptions:
     """What one request asked to receive."""
 
     n: int
-    prepend_prompt: bool = False
+    prefix: str = ""  # the prompt, when the output must include it
     wanted: frozenset[str] = frozenset()  # names of the additional outputs asked for
 
     @classmethod
-    def from_flags(cls, n: int, prepend_prompt: bool, flags: dict[str, bool]) -> "OutputOptions":
+    def from_flags(cls, n: int, prefix: str, flags: dict[str, bool]) -> "OutputOptions":
         wanted = frozenset(output for flag, output in OPTIONAL_OUTPUTS.items() if flags.get(flag))
-        return cls(n=n, prepend_prompt=prepend_prompt, wanted=wanted)
+        return cls(n=n, prefix=prefix, wanted=wanted)
 
 
 def _logprobs_json(output: Any) -> str:
@@ -53,12 +53,11 @@ def output_arrays(request_output: Any, options: OutputOptions) -> dict[str, np.n
     cumulative = [0.0] * options.n
     logprobs = ["null"] * options.n
     counts = [0] * options.n
-    prompt = (request_output.prompt or "") if options.prepend_prompt else ""
     for output in request_output.outputs:
         i = output.index
         if i >= options.n:
             continue
-        texts[i] = prompt + output.text
+        texts[i] = options.prefix + output.text
         reasons[i] = str(output.finish_reason)
         cumulative[i] = output.cumulative_logprob or 0.0
         logprobs[i] = _logprobs_json(output)

@@ -31,6 +31,6 @@ def sampling_parameters(request: SamplingFields, max_tokens: int | None) -> dict
             params[name] = value
     if request.stop:
         params["stop"] = request.stop
-    if max_tokens is not None:
-        params["max_tokens"] = max_tokens
+    # Always sent: null means "until the context is full", rather than the engine's default of 16.
+    params["max_tokens"] = max_tokens
     return params

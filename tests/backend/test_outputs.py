@@ -43,7 +43,7 @@ ALL = {
 
 def test_only_text_without_flags() -> None:
     out = RequestOutput("p", [1, 2], [Completion(0, "hi", [5])])
-    arrays = output_arrays(out, OutputOptions.from_flags(1, False, {}))
+    arrays = output_arrays(out, OutputOptions.from_flags(1, "", {}))
     assert list(arrays) == ["text_output"]
     assert arrays["text_output"].tolist() == [b"hi"]
 
@@ -54,7 +54,7 @@ def test_every_output_when_asked_and_sequences_placed_by_index() -> None:
         [1, 2, 3],
         [Completion(1, "b", [7, 8], "length", -1.5, [{7: Logprob(-0.5, 1, "b")}, {8: Logprob(-1.0, 2, "")}])],
     )
-    arrays = output_arrays(out, OutputOptions.from_flags(2, False, ALL))
+    arrays = output_arrays(out, OutputOptions.from_flags(2, "", ALL))
     assert arrays["text_output"].tolist() == [b"", b"b"]
     assert arrays["finish_reason"].tolist() == [b"None", b"length"]
     assert arrays["cumulative_logprob"].dtype == np.float32
@@ -70,5 +70,13 @@ def test_every_output_when_asked_and_sequences_placed_by_index() -> None:
 
 def test_prompt_is_prepended_when_input_is_not_excluded() -> None:
     out = RequestOutput("Hello", [1], [Completion(0, " world", [2], "stop")])
-    arrays = output_arrays(out, OutputOptions.from_flags(1, True, {}))
+    arrays = output_arrays(out, OutputOptions.from_flags(1, "Hello", {}))
     assert arrays["text_output"].tolist() == [b"Hello world"]
+
+
+def test_sampled_token_comes_first_in_logprobs() -> None:
+    position = {3: Logprob(-0.1, 1, "a"), 9: Logprob(-2.0, 4, "z"), 4: Logprob(-0.5, 2, "b")}
+    out = RequestOutput("p", [1], [Completion(0, "z", [9], None, -2.0, [position])])
+    arrays = output_arrays(out, OutputOptions.from_flags(1, "", ALL))
+    [entry] = json.loads(arrays["logprobs"][0])
+    assert list(entry) == ["9", "3", "4"]

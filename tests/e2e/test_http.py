@@ -81,9 +81,17 @@ def test_unknown_model_gets_404(http: httpx.Client) -> None:
 def test_prompt_longer_than_the_context_gets_400(http: httpx.Client, model_name: str) -> None:
     body = {"model": model_name, "prompt": "hello " * 3000, "max_tokens": 4}
     error = _assert_error(http.post("/v1/completions", json=body), 400)
-    assert "2048" in error["message"]
+    assert "maximum context length is 2048 tokens" in error["message"]
+    assert "your prompt has 300" in error["message"]  # "hello " is one token each, 3000 of them
     body["stream"] = True
     _assert_error(http.post("/v1/completions", json=body), 400)
+
+
+def test_max_tokens_beyond_the_context_gets_400_with_both_lengths(http: httpx.Client, model_name: str) -> None:
+    body = {"model": model_name, "prompt": "Hello there", "max_tokens": 5000}
+    error = _assert_error(http.post("/v1/completions", json=body), 400)
+    assert "maximum context length is 2048 tokens" in error["message"]
+    assert "in the prompt, 5000 in the completion" in error["message"]
 
 
 def test_health(http: httpx.Client, model_name: str) -> None:

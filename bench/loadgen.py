@@ -1,0 +1,124 @@
+"""The concurrency-limited request driver shared by the load generators, so A, B and the floor are
+driven by the same loop and only the protocol differs."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+
+@dataclass
+class RequestRecord:
+    """What one request saw, in seconds measured with `time.perf_counter`."""
+
+    start: float
+    ok: bool = False
+    ttft: float | None = None
+    latency: float = 0.0
+    itls: list[float] = field(default_factory=list)
+    output_tokens: int = 0
+    chunks: int = 0
+    payload_bytes: int = 0
+    error: str | None = None
+
+
+class StreamTimer:
+    """Turns chunk arrival times into TTFT and inter-chunk latencies, as vLLM's benchmark does."""
+
+    def __init__(self, record: RequestRecord) -> None:
+        self.record = record
+        self.last = record.start
+
+    def chunk(self, count: int = 1) -> None:
+        """`count` chunks arrived together: the first gets the gap, the rest a gap of zero."""
+        if count <= 0:
+            return
+        now = time.perf_counter()
+        if self.record.ttft is None:
+            self.record.ttft = now - self.record.start
+            self.record.itls.extend([0.0] * (count - 1))
+        else:
+            self.record.itls.append(now - self.last)
+            self.record.itls.extend([0.0] * (count - 1))
+        self.record.chunks += count
+        self.last = now
+
+    def finish(self) -> None:
+        self.record.latency = (self.last if self.record.chunks else time.perf_counter()) - self.record.start
+
+
+RequestFunc = Callable[[int, RequestRecord], Awaitable[None]]
+
+
+@dataclass
+class RunResult:
+    records: list[RequestRecord]
+    wall_s: float
+    peak_in_flight: int
+
+
+class _Gauge:
+    """Requests in flight, and the most seen at once."""
+
+    def __init__(self) -> None:
+        self.now = 0
+        self.peak = 0
+
+    def up(self) -> None:
+        self.now += 1
+        self.peak = max(self.peak, self.now)
+
+    def down(self) -> None:
+        self.now -= 1
+
+
+async def drive(
+    send: RequestFunc,
+    concurrency: int,
+    requests: int | None = None,
+    duration_s: float | None = None,
+    warmups: int = 0,
+) -> RunResult:
+    """Runs `send(i, record)` from `concurrency` workers until `requests` were sent or `duration_s`
+    passed (whichever is given); `warmups` requests go first and are not recorded."""
+    if requests is None and duration_s is None:
+        raise ValueError("give a request count or a duration")
+    if warmups:
+        await _workers(send, min(concurrency, warmups), warmups, None, [], _Gauge())
+    records: list[RequestRecord] = []
+    gauge = _Gauge()
+    start = time.perf_counter()
+    deadline = start + duration_s if duration_s is not None else None
+    await _workers(send, concurrency, requests, deadline, records, gauge)
+    return RunResult(records, time.perf_counter() - start, gauge.peak)
+
+
+async def _workers(
+    send: RequestFunc,
+    concurrency: int,
+    requests: int | None,
+    deadline: float | None,
+    records: list[RequestRecord],
+    gauge: _Gauge,
+) -> None:
+    indices = iter(range(requests)) if requests is not None else itertools.count()
+
+    async def worker() -> None:
+        for i in indices:  # shared: each index is sent once
+            if deadline is not None and time.perf_counter() >= deadline:
+                return
+            record = RequestRecord(start=time.perf_counter())
+            gauge.up()
+            try:
+                await send(i, record)
+            except Exception as exc:  # one failed request must not stop the run
+                record.ok = False
+                record.error = f"{type(exc).__name__}: {exc}"
+            finally:
+                gauge.down()
+            records.append(record)
+
+    await asyncio.gather(*(worker() for _ in range(concurrency)))

@@ -1,0 +1,65 @@
+"""CPU time and resident memory of a server process while a load runs, read with psutil, so a server's
+cost is measured from outside it and counts only its own process."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+import psutil
+
+
+def cpu_seconds(pid: int, with_children: bool = False) -> float:
+    """user + system time of `pid` (and, if asked, of its live descendants)."""
+    processes = [psutil.Process(pid)]
+    if with_children:
+        processes += processes[0].children(recursive=True)
+    total = 0.0
+    for process in processes:
+        try:
+            times = process.cpu_times()
+            total += times.user + times.system
+        except psutil.NoSuchProcess:
+            continue
+    return total
+
+
+@dataclass
+class Usage:
+    cpu_s: float
+    rss_start_mb: float
+    rss_peak_mb: float
+
+
+class Watch:
+    """Context manager: CPU seconds spent by `pid` inside the block, and its peak RSS sampled meanwhile."""
+
+    def __init__(self, pid: int, interval_s: float = 0.05, with_children: bool = False) -> None:
+        self.process = psutil.Process(pid)
+        self.pid = pid
+        self.interval_s = interval_s
+        self.with_children = with_children
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self.usage = Usage(0.0, 0.0, 0.0)
+
+    def _rss_mb(self) -> float:
+        return self.process.memory_info().rss / 2**20
+
+    def _sample(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            try:
+                self.usage.rss_peak_mb = max(self.usage.rss_peak_mb, self._rss_mb())
+            except psutil.NoSuchProcess:
+                return
+
+    def __enter__(self) -> "Watch":
+        self.usage.rss_start_mb = self.usage.rss_peak_mb = self._rss_mb()
+        self._cpu0 = cpu_seconds(self.pid, self.with_children)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.usage.cpu_s = cpu_seconds(self.pid, self.with_children) - self._cpu0
+        self._stop.set()
+        self._thread.join()

@@ -1,0 +1,160 @@
+"""Ratios, targets and the written report (JSON and markdown), from the raw runs of both parts.
+
+Every figure of the issue is a ratio between systems measured side by side in the same run, so the
+targets are checked on ratios, never on absolute numbers."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+ENDPOINTS = {"openai": "completions", "openai-chat": "chat"}
+
+
+def _find(runs: list[dict[str, Any]], system: str, backend: str, concurrency: int) -> dict[str, Any] | None:
+    for run in runs:
+        if run["system"] == system and run["backend"] == backend and run["max_concurrency"] == concurrency:
+            return run
+    return None
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return a / b if a is not None and b else None
+
+
+def _get(run: dict[str, Any] | None, key: str) -> float | None:
+    return None if run is None else run.get(key)
+
+
+def serving_ratios(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per concurrency: A/C per endpoint, and A against B on completions."""
+    rows = []
+    for c in sorted({r["max_concurrency"] for r in runs if r["backend"] in ENDPOINTS or r["system"] == "B"}):
+        row: dict[str, Any] = {"concurrency": c}
+        for backend, endpoint in ENDPOINTS.items():
+            a, cc = _find(runs, "A", backend, c), _find(runs, "C", backend, c)
+            row[f"A/C tok/s {endpoint}"] = _ratio(_get(a, "output_throughput"), _get(cc, "output_throughput"))
+            row[f"A/C TTFT p50 {endpoint}"] = _ratio(_get(a, "p50_ttft_ms"), _get(cc, "p50_ttft_ms"))
+        a, b = _find(runs, "A", "openai", c), _find(runs, "B", "triton-grpc", c)
+        row["A/B tok/s"] = _ratio(_get(a, "output_throughput"), _get(b, "output_throughput"))
+        row["A/B TTFT p50"] = _ratio(_get(a, "p50_ttft_ms"), _get(b, "p50_ttft_ms"))
+        a_ttft, b_ttft = _get(a, "p50_ttft_ms"), _get(b, "p50_ttft_ms")
+        row["A-B TTFT p50 ms"] = a_ttft - b_ttft if a_ttft is not None and b_ttft is not None else None
+        rows.append(row)
+    return rows
+
+
+def cost_figures(cost: dict[str, Any]) -> dict[str, Any]:
+    gateway, floor, direct = cost["gateway"], cost["floor"], cost["triton_direct"]
+    c1 = cost["latency_c1"]
+    return {
+        "gateway/floor chunks per CPU-s": _ratio(gateway["chunks_per_cpu_s"], floor["chunks_per_cpu_s"]),
+        "gateway/floor chunks/s": _ratio(gateway["chunks_per_s"], floor["chunks_per_s"]),
+        "gateway chunks per CPU-s": gateway["chunks_per_cpu_s"],
+        "gateway CPU us per chunk": gateway["cpu_us_per_chunk"],
+        "floor CPU us per chunk": floor["cpu_us_per_chunk"],
+        "added e2e latency p50 ms, c=1": c1["gateway"]["p50_e2el_ms"] - c1["triton_direct"]["p50_e2el_ms"],
+        "added TTFT p50 ms, c=1": c1["gateway"]["p50_ttft_ms"] - c1["triton_direct"]["p50_ttft_ms"],
+        f"added e2e latency p50 ms, c={gateway['max_concurrency']}": gateway["p50_e2el_ms"] - direct["p50_e2el_ms"],
+        "gateway RSS idle MB": cost["rss"]["rss_start_mb"],
+        "gateway RSS peak MB": cost["rss"]["rss_peak_mb"],
+        "streams held open": cost["rss"]["peak_in_flight"],
+    }
+
+
+def _target(name: str, value: float | None, limit: float, higher_is_better: bool, fmt: str) -> dict[str, Any]:
+    passed = None if value is None else (value >= limit if higher_is_better else value <= limit)
+    return {"target": name, "value": None if value is None else format(value, fmt), "pass": passed}
+
+
+def targets(runs: list[dict[str, Any]], ratios: list[dict[str, Any]], cost: dict[str, Any] | None) -> list[dict]:
+    found = []
+    by_c = {row["concurrency"]: row for row in ratios}
+    for c in (32, 64):
+        for endpoint in ENDPOINTS.values():
+            value = by_c.get(c, {}).get(f"A/C tok/s {endpoint}")
+            if value is not None:
+                found.append(_target(f"A tok/s >= 1.0x C ({endpoint}, c={c})", value, 1.0, True, ".3f"))
+    for c, row in sorted(by_c.items()):
+        for endpoint in ENDPOINTS.values():
+            value = row.get(f"A/C TTFT p50 {endpoint}")
+            if value is not None:
+                found.append(_target(f"A TTFT p50 <= 1.1x C ({endpoint}, c={c})", value, 1.1, False, ".3f"))
+    if by_c.get(1, {}).get("A-B TTFT p50 ms") is not None:
+        found.append(_target("A TTFT p50 - B <= 2 ms (c=1)", by_c[1]["A-B TTFT p50 ms"], 2.0, False, ".2f"))
+    if by_c.get(64, {}).get("A/B tok/s") is not None:
+        found.append(_target("A tok/s >= 0.95x B (c=64)", by_c[64]["A/B tok/s"], 0.95, True, ".3f"))
+    stream = next((r for r in runs if r["backend"] == "http-stream"), None)
+    plain = next((r for r in runs if r["backend"] == "http-nonstream"), None)
+    if stream and plain:
+        value = _ratio(stream["request_throughput"], plain["request_throughput"])
+        name = f"streaming req/s >= 0.9x non-streaming (c={stream['max_concurrency']})"
+        found.append(_target(name, value, 0.9, True, ".3f"))
+    if cost:
+        figures = cost_figures(cost)
+        found.append(_target("gateway >= 0.5x floor chunks per CPU-s", figures["gateway/floor chunks per CPU-s"], 0.5, True, ".3f"))
+        found.append(_target("gateway >= 10,000 chunks per CPU core-second", figures["gateway chunks per CPU-s"], 10_000, True, ",.0f"))
+        streams = figures["streams held open"]
+        found.append(_target(f"gateway RSS <= 300 MB ({streams} streams)", figures["gateway RSS peak MB"], 300, False, ".1f"))
+    return found
+
+
+def _fmt(value: Any, digits: int = 2) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, float):
+        return f"{value:,.{digits}f}"
+    return str(value)
+
+
+def _table(headers: list[str], rows: list[list[Any]]) -> str:
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(_fmt(v) for v in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def markdown(results: dict[str, Any]) -> str:
+    parts = [f"# Benchmark {results['started']}\n", f"`{results['command']}`\n"]
+    runs = results.get("serving", {}).get("runs", [])
+    if runs:
+        parts.append("## Part 1: end to end (A: gateway, B: Triton gRPC, C: vllm serve)\n")
+        metrics = ["output_throughput", "request_throughput", "p50_ttft_ms", "p99_ttft_ms", "p50_itl_ms", "p99_itl_ms"]
+        headers = ["system", "endpoint", "c", "completed", "failed", "tok/s", "req/s", "TTFT p50", "TTFT p99", "ITL p50", "ITL p99"]
+        rows = [
+            [r["system"], r["backend"], r["max_concurrency"], r.get("completed"), r.get("failed"), *(r.get(m) for m in metrics)]
+            for r in runs
+        ]
+        parts.append(_table(headers, rows) + "\n\nTimes in ms.\n")
+        ratios = results["serving"]["ratios"]
+        if ratios:
+            keys = [k for k in ratios[0] if k != "concurrency"]
+            parts.append(_table(["c", *keys], [[row["concurrency"], *(row[k] for k in keys)] for row in ratios]) + "\n")
+    cost = results.get("gateway_cost")
+    if cost:
+        parts.append("## Part 2: the gateway's own cost (fake zero-cost model; floor: bare Starlette)\n")
+        headers = ["server", "streams", "completed", "chunks/s", "server CPU s", "chunks per CPU-s", "CPU us/chunk", "TTFT p50", "e2e p50"]
+        rows = []
+        for label, key in (("gateway", "gateway"), ("floor", "floor"), ("Triton direct (Triton + stub CPU)", "triton_direct")):
+            r = cost[key]
+            rows.append([label, r["max_concurrency"], r["completed"], r["chunks_per_s"], r["server_cpu_s"],
+                         r["chunks_per_cpu_s"], r["cpu_us_per_chunk"], r["p50_ttft_ms"], r["p50_e2el_ms"]])  # fmt: skip
+        for label, key in (("gateway", "gateway"), ("floor", "floor"), ("Triton direct", "triton_direct")):
+            r = cost["latency_c1"][key]
+            rows.append([f"{label}, one at a time", 1, r["completed"], r["chunks_per_s"], r["server_cpu_s"],
+                         r["chunks_per_cpu_s"], r["cpu_us_per_chunk"], r["p50_ttft_ms"], r["p50_e2el_ms"]])  # fmt: skip
+        parts.append(_table(headers, rows) + "\n")
+        figures = cost_figures(cost)
+        parts.append(_table(["figure", "value"], [[k, v] for k, v in figures.items()]) + "\n")
+    parts.append("## Targets\n")
+    verdict = {True: "yes", False: "**no**", None: "–"}
+    parts.append(_table(["target", "measured", "met"], [[t["target"], t["value"], verdict[t["pass"]]] for t in results["targets"]]))
+    return "\n".join(parts) + "\n"
+
+
+def write(out_dir: Path, results: dict[str, Any]) -> list[Path]:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    json_path, md_path = out_dir / "results.json", out_dir / "results.md"
+    json_path.write_text(json.dumps(results, indent=2, default=str))
+    md_path.write_text(markdown(results))
+    return [json_path, md_path]

@@ -1,0 +1,129 @@
+"""`python -m bench`: starts what each part needs, runs the loads, writes results.json, results.md and
+chart.png under the output folder, and stops everything it started.
+
+    python -m bench                         # both parts
+    python -m bench --part1                 # end to end only: A, B (one local stack), then C
+    python -m bench --part2                 # the gateway's own cost only (no engine, about a minute)
+    python -m bench --part1 --systems A --concurrency 1 --num-prompts 2 --nonstream-concurrency 0
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from bench import chart, report
+from bench.gateway_cost import CostConfig, GatewayCost
+from bench.prompts import Workload
+from bench.serving import Serving, ServingConfig
+from localstack.paths import REPO_ROOT, CachePaths, default_cache_dir
+
+
+def _ints(text: str) -> list[int]:
+    return [int(part) for part in text.split(",") if part]
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--part1", action="store_true", help="end to end: A gateway, B Triton gRPC, C vllm serve")
+    parser.add_argument("--part2", action="store_true", help="the gateway's own cost against a bare ASGI floor")
+    parser.add_argument("--out-dir", type=Path, help="default: .run/bench/<timestamp>")
+
+    one = parser.add_argument_group("part 1")
+    one.add_argument("--systems", default="A,B,C", help="any of A,B,C (default: all)")
+    one.add_argument("--concurrency", type=_ints, default=[1, 8, 32, 64], help="comma-separated (default 1,8,32,64)")
+    one.add_argument("--prompts-per-concurrency", type=int, default=4, help="prompts = this x concurrency (default 4)")
+    one.add_argument("--min-prompts", type=int, default=16, help="at least this many prompts per run (default 16)")
+    one.add_argument("--num-prompts", type=int, help="the same prompt count at every concurrency (overrides the two above)")
+    one.add_argument("--warmups", type=int, help="warm-up requests per run (default: the concurrency)")
+    one.add_argument("--input-len", type=int, default=128)
+    one.add_argument("--output-len", type=int, default=64)
+    one.add_argument("--nonstream-concurrency", type=int, default=64, help="streaming vs not on A at this concurrency; 0 skips")
+
+    two = parser.add_argument_group("part 2")
+    two.add_argument("--streams", type=int, default=64, help="concurrent streams (default 64)")
+    two.add_argument("--max-tokens", type=int, default=256, help="chunks per stream (default 256)")
+    two.add_argument("--duration", type=float, default=10.0, help="seconds of load per server (default 10)")
+    two.add_argument("--latency-requests", type=int, default=20, help="requests one at a time for added latency")
+    two.add_argument("--rss-streams", type=int, default=256, help="streams held open for the memory reading")
+    two.add_argument("--rss-max-tokens", type=int, default=60)
+    two.add_argument("--rss-token-delay", type=float, default=0.1, help="seconds between the slow model's chunks")
+    args = parser.parse_args(argv)
+    if not args.part1 and not args.part2:
+        args.part1 = args.part2 = True
+    args.systems = {s.strip().upper() for s in args.systems.split(",") if s.strip()}
+    if not args.systems <= {"A", "B", "C"}:
+        parser.error("--systems takes A, B and C")
+    return args
+
+
+def _log(message: str) -> None:
+    print(f"[bench {time.strftime('%H:%M:%S')}] {message}", flush=True)
+
+
+def _print_targets(found: list[dict[str, Any]]) -> None:
+    verdict = {True: "met", False: "NOT MET", None: "n/a"}
+    for t in found:
+        _log(f"  {t['target']:<58} {t['value'] or '-':>12}  {verdict[t['pass']]}")
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    started = time.strftime("%Y%m%d-%H%M%S")
+    out_dir: Path = args.out_dir or REPO_ROOT / ".run" / "bench" / started
+    out_dir.mkdir(parents=True, exist_ok=True)
+    results: dict[str, Any] = {"started": started, "command": shlex.join([sys.executable, "-m", "bench", *(argv or sys.argv[1:])])}
+    _log(f"results in {out_dir}")
+    if args.part1:
+        workload = Workload(CachePaths(default_cache_dir()).default_model_dir, args.input_len, args.output_len)
+        config = ServingConfig(
+            out_dir=out_dir / "part1",
+            workload=workload,
+            systems=args.systems,
+            concurrencies=args.concurrency,
+            prompts_per_concurrency=args.prompts_per_concurrency,
+            min_prompts=args.min_prompts,
+            num_prompts=args.num_prompts,
+            warmups=args.warmups,
+            nonstream_concurrency=args.nonstream_concurrency,
+        )
+        runs = Serving(config, _log).run()
+        results["serving"] = {"runs": runs, "ratios": report.serving_ratios(runs)}
+        for row in results["serving"]["ratios"]:
+            _log("  ratios " + ", ".join(f"{k}={v:.3f}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items() if v is not None))
+    if args.part2:
+        config = CostConfig(
+            out_dir=out_dir / "part2",
+            streams=args.streams,
+            max_tokens=args.max_tokens,
+            duration_s=args.duration,
+            latency_requests=args.latency_requests,
+            rss_streams=args.rss_streams,
+            rss_max_tokens=args.rss_max_tokens,
+            slow_token_delay_s=args.rss_token_delay,
+        )
+        results["gateway_cost"] = GatewayCost(config, _log).run()
+        for name, value in report.cost_figures(results["gateway_cost"]).items():
+            _log(f"  {name}: {value:,.3f}" if isinstance(value, float) else f"  {name}: {value}")
+    results["targets"] = report.targets(
+        results.get("serving", {}).get("runs", []), results.get("serving", {}).get("ratios", []), results.get("gateway_cost")
+    )
+    _log("targets:")
+    _print_targets(results["targets"])
+    written = report.write(out_dir, results)
+    png = chart.draw(results, out_dir / "chart.png")
+    if png is None:
+        _log("chart skipped: matplotlib is not installed (pip install -e '.[bench]')")
+    else:
+        written.append(png)
+    _log("wrote " + ", ".join(str(p) for p in written))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,139 @@
+"""Part 1, end to end on the same engine and load: A (gateway -> Triton -> our backend -> vLLM) and B
+(Triton over gRPC, A's floor) against one running local stack, then C (`vllm serve`) alone, since two
+engines never share the 2 cores."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench.jobs import run_json, run_module
+from bench.net import free_port
+from bench.prompts import Workload
+from bench.vllm_bench import run_vllm_bench
+from bench.vllm_serve import VllmServer
+from localstack.paths import DEFAULT_MODEL_NAME
+from localstack.stack import LocalStack, StackConfig
+
+BACKENDS = ("openai", "openai-chat")
+
+
+@dataclass
+class ServingConfig:
+    out_dir: Path
+    workload: Workload
+    systems: set[str] = field(default_factory=lambda: {"A", "B", "C"})
+    concurrencies: list[int] = field(default_factory=lambda: [1, 8, 32, 64])
+    prompts_per_concurrency: int = 4
+    min_prompts: int = 16
+    num_prompts: int | None = None  # fixed count for every level, else a few times the concurrency
+    warmups: int | None = None  # per run; None: one request per concurrent slot
+    nonstream_concurrency: int = 64  # 0 skips the streaming/non-streaming check
+    model: str = DEFAULT_MODEL_NAME
+
+    def prompts_for(self, concurrency: int) -> int:
+        return self.num_prompts or max(self.min_prompts, self.prompts_per_concurrency * concurrency)
+
+    def warmups_for(self, concurrency: int) -> int:
+        return concurrency if self.warmups is None else self.warmups
+
+
+class Serving:
+    def __init__(self, config: ServingConfig, log: Callable[[str], None] = print) -> None:
+        self.config = config
+        self.log = log
+        self.runs: list[dict[str, Any]] = []
+        self._prompt_files: dict[int, Path] = {}
+
+    def prompts(self, count: int) -> Path:
+        """The random dataset's first `count` prompts, exactly as `vllm bench serve` makes them."""
+        if count not in self._prompt_files:
+            path = self.config.out_dir / f"prompts-{count}.json"
+            argv = [str(path), *self.config.workload.dataset_argv(count)]
+            run_module("bench.prompts", argv, path.with_suffix(".log"), 600)
+            self._prompt_files[count] = path
+        return self._prompt_files[count]
+
+    def _add(self, result: dict[str, Any], backend: str) -> None:
+        # Per-request lists stay in the run's own file; the report keeps the figures.
+        result = {k: v for k, v in result.items() if not isinstance(v, list) or k == "first_errors"}
+        result["backend"] = backend
+        self.runs.append(result)
+        ttft = result.get("p50_ttft_ms")
+        self.log(
+            f"  {result['system']} {backend:<14} c={result['max_concurrency']:<3} "
+            f"{result['output_throughput']:8.1f} tok/s  TTFT p50 {'-' if ttft is None else f'{ttft:.1f}':>8} ms  "
+            f"req/s {result['request_throughput']:.2f}  failed {result.get('failed', 0)}"
+        )
+
+    def _vllm_bench(self, system: str, base_url: str, concurrency: int) -> None:
+        cfg = self.config
+        for backend in BACKENDS:
+            result = run_vllm_bench(
+                system, base_url, cfg.model, backend, cfg.workload, concurrency,
+                cfg.prompts_for(concurrency), cfg.warmups_for(concurrency), cfg.out_dir,
+            )  # fmt: skip
+            self._add(result, backend)
+
+    def _triton_direct(self, grpc_url: str, concurrency: int) -> None:
+        count = self.config.prompts_for(concurrency)
+        args = [
+            "--url", grpc_url, "--model", self.config.model, "--prompts", str(self.prompts(count)),
+            "--concurrency", str(concurrency), "--warmups", str(self.config.warmups_for(concurrency)),
+        ]  # fmt: skip
+        self._add(run_json("bench.triton_load", args, self.config.out_dir / f"B-grpc-c{concurrency}.json", 3600), "triton-grpc")
+
+    def _stream_vs_plain(self, base_url: str) -> None:
+        """Our own client for both, since `vllm bench serve` only streams: the same prompts, with and without `stream`."""
+        concurrency = self.config.nonstream_concurrency
+        prompts = self.prompts(self.config.prompts_for(concurrency))
+        for stream in (True, False):
+            name = "http-stream" if stream else "http-nonstream"
+            args = [
+                "--url", base_url, "--model", self.config.model, "--prompts", str(prompts),
+                "--concurrency", str(concurrency), "--warmups", str(self.config.warmups_for(concurrency)),
+                "--stream" if stream else "--no-stream", "--include-usage",
+            ]  # fmt: skip
+            result = run_json("bench.http_load", args, self.config.out_dir / f"A-{name}-c{concurrency}.json", 3600)
+            result["system"] = "A"
+            self._add(result, name)
+
+    def run_triton_side(self) -> None:
+        """A and B, side by side per concurrency, on one local stack."""
+        cfg = self.config
+        stack_config = StackConfig(
+            run_dir=cfg.out_dir / "stack",
+            http_port=free_port(),
+            grpc_port=free_port(),
+            metrics_port=free_port(),
+            gateway_port=free_port(),
+        )
+        self.log(f"starting the local stack (Triton + our backend + vLLM, and the gateway) in {stack_config.run_dir}")
+        with LocalStack(stack_config) as stack:
+            grpc_url = f"127.0.0.1:{stack_config.grpc_port}"
+            for concurrency in cfg.concurrencies:
+                if "A" in cfg.systems:
+                    self._vllm_bench("A", stack.gateway_url, concurrency)
+                if "B" in cfg.systems:
+                    self._triton_direct(grpc_url, concurrency)
+            if "A" in cfg.systems and cfg.nonstream_concurrency:
+                self._stream_vs_plain(stack.gateway_url)
+        self.log("local stack stopped")
+
+    def run_vllm_side(self) -> None:
+        cfg = self.config
+        self.log("starting vllm serve (the engine's first start compiles for a minute or two)")
+        with VllmServer(cfg.workload.model_dir, free_port(), cfg.out_dir / "vllm-serve.log") as server:
+            for concurrency in cfg.concurrencies:
+                self._vllm_bench("C", server.url, concurrency)
+        self.log("vllm serve stopped")
+
+    def run(self) -> list[dict[str, Any]]:
+        self.config.out_dir.mkdir(parents=True, exist_ok=True)
+        if self.config.systems & {"A", "B"}:
+            self.run_triton_side()
+        if "C" in self.config.systems:
+            self.run_vllm_side()
+        return self.runs
