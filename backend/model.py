@@ -43,6 +43,16 @@ UNHEALTHY_MESSAGE = "Model is unavailable due to unhealthy vLLM engine"
 HEALTHY_GAUGE = FamilySpec("vllm:engine_healthy", GAUGE, "1 while the vLLM engine passes its health checks.")
 
 
+def _client_cause(exc: BaseException) -> BaseException | None:
+    """The request's own error behind a wrapper such as vLLM's EngineGenerateError, if any."""
+    cause = exc.__cause__
+    while cause is not None:
+        if isinstance(cause, CLIENT_ERRORS):
+            return cause
+        cause = cause.__cause__
+    return None
+
+
 class RequestError(ValueError):
     """A request the backend refuses; the message is returned to the client."""
 
@@ -214,6 +224,9 @@ class TritonPythonModel:
 
     def execute(self, requests: list[Any]) -> None:
         for request in requests:
+            if not self.healthy:  # answered here: the loop may be busy restarting the engine
+                self._fail(request.get_response_sender(), UNHEALTHY_MESSAGE, pb_utils.TritonError.UNAVAILABLE)
+                continue
             future = asyncio.run_coroutine_threadsafe(self._generate(request), self.loop)
             self.tasks.add(future)
             future.add_done_callback(self.tasks.discard)
@@ -223,6 +236,14 @@ class TritonPythonModel:
         """The prompt's text and tokens. A rendered chat template carries its own special tokens."""
         text = _scalar(request, "text_input")
         messages = _scalar(request, "messages")
+        token_ids = _tensor(request, "prompt_token_ids")
+        if token_ids is not None:
+            if text is not None or messages is not None:
+                raise RequestError("give one of text_input, messages or prompt_token_ids")
+            ids = [int(i) for i in token_ids.reshape(-1)]
+            if not ids:
+                raise RequestError("prompt_token_ids is empty")
+            return self.tokenizer.decode(ids), ids
         if messages is not None:
             if text is not None:
                 raise RequestError("give either text_input or messages, not both")
@@ -305,7 +326,11 @@ class TritonPythonModel:
         except asyncio.CancelledError:
             await engine.abort(request_id)
             self._fail(sender, "request cancelled", pb_utils.TritonError.CANCELLED)
-        except Exception as exc:  # anything else is an engine failure; the client must hear of it
+        except Exception as exc:  # an engine failure, unless vLLM wrapped the request's own error
+            cause = _client_cause(exc)
+            if cause is not None:
+                self._fail(sender, str(cause), pb_utils.TritonError.INVALID_ARG)
+                return
             self.logger.log_error(f"[vllm] request {request_id} failed: {exc!r}")
             if engine.errored:
                 self._fail(sender, UNHEALTHY_MESSAGE, pb_utils.TritonError.UNAVAILABLE)

@@ -58,7 +58,9 @@ class SamplingFields(_Request):
 
 
 class CompletionRequest(SamplingFields):
-    prompt: str | list[str] = Field(...)
+    prompt: str | list[str] | list[Annotated[int, Field(ge=0, lt=2**31)]] | list[
+        Annotated[list[Annotated[int, Field(ge=0, lt=2**31)]], Field(min_length=1)]
+    ] = Field(...)
     max_tokens: PositiveInt | None = 16
     logprobs: int | None = Field(None, ge=0, le=20)
     echo: bool = False
@@ -67,7 +69,7 @@ class CompletionRequest(SamplingFields):
 
     @field_validator("prompt")
     @classmethod
-    def _prompt_not_empty(cls, value: str | list[str]) -> str | list[str]:
+    def _prompt_not_empty(cls, value: Any) -> Any:
         if isinstance(value, list) and not value:
             raise ValueError("prompt must not be an empty list")
         return value

@@ -27,6 +27,9 @@ class Settings(BaseSettings):
     )
     metrics_timeout_s: float = Field(1.0, gt=0, description="timeout of one fetch of Triton's metrics")
     ready_cache_s: float = Field(1.0, ge=0, description="how long a readiness answer is reused")
+    model_aliases: dict[str, str] = Field(
+        default_factory=dict, description="extra model names clients may use (a JSON object: alias -> Triton model)"
+    )
     tool_call_parser: Literal["hermes", "llama3_json", "mistral"] = Field(
         "hermes", description="how tool calls are read from a model's output with tool_choice auto"
     )

@@ -37,6 +37,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
         grpc_port=free_port(),
         metrics_port=free_port(),
         gateway_port=free_port(),
+        gateway_env={"GATEWAY_MODEL_ALIASES": '{"smollm2": "smollm2-135m-instruct"}'},
     )
     local = LocalStack(config)
     local.start()

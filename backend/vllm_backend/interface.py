@@ -24,6 +24,8 @@ INPUTS: list[dict[str, Any]] = [
     # Ours: chat messages (a JSON list) rendered with the model's own chat template,
     # and keyword arguments for that template (a JSON object).
     {"name": "messages", "data_type": "TYPE_STRING", "dims": [1], "optional": True},
+    # Ours: a prompt given as token ids (OpenAI's completions accept those).
+    {"name": "prompt_token_ids", "data_type": "TYPE_INT32", "dims": [-1], "optional": True},
     {"name": "chat_template_kwargs", "data_type": "TYPE_STRING", "dims": [1], "optional": True},
 ]
 

@@ -17,7 +17,8 @@ class ChoiceDelta:
 
 
 class ChoiceAccumulator:
-    """Tracks `n` sequences of one generation. Chunk texts and token counts are deltas."""
+    """Tracks the `n` choices of a response, which may come from several generations (one per
+    prompt): a generation's chunk fills the choices from its `offset` on. Texts and counts are deltas."""
 
     def __init__(self, n: int, top_logprobs: int | None = None) -> None:
         """`top_logprobs`: how many alternatives per token to keep; None when logprobs were not asked for."""
@@ -26,19 +27,24 @@ class ChoiceAccumulator:
         self.logprobs: list[list[Position]] = [[] for _ in range(n)]
         self.texts = [""] * n
         self.finish_reasons: list[str | None] = [None] * n
-        self.prompt_tokens = 0
+        self.prompt_tokens_by_offset: dict[int, int] = {}
         self.completion_tokens = 0
 
-    def add(self, chunk: GenerateChunk) -> list[ChoiceDelta]:
+    @property
+    def prompt_tokens(self) -> int:
+        return sum(self.prompt_tokens_by_offset.values())
+
+    def add(self, chunk: GenerateChunk, offset: int = 0) -> list[ChoiceDelta]:
         if chunk.num_input_tokens is not None:
-            self.prompt_tokens = chunk.num_input_tokens
+            self.prompt_tokens_by_offset[offset] = chunk.num_input_tokens
         self.completion_tokens += sum(chunk.num_output_tokens)
         deltas = []
-        for i, text in enumerate(chunk.texts[: self.n]):
-            reason = normalize_finish_reason(chunk.finish_reasons[i]) if i < len(chunk.finish_reasons) else None
+        for j, text in enumerate(chunk.texts[: self.n - offset]):
+            i = offset + j
+            reason = normalize_finish_reason(chunk.finish_reasons[j]) if j < len(chunk.finish_reasons) else None
             positions = []
-            if self.top_logprobs is not None and i < len(chunk.logprobs):
-                positions = parse_positions(chunk.logprobs[i], self.top_logprobs)
+            if self.top_logprobs is not None and j < len(chunk.logprobs):
+                positions = parse_positions(chunk.logprobs[j], self.top_logprobs)
                 self.logprobs[i] += positions
             self.texts[i] += text
             if reason is not None:
@@ -46,10 +52,6 @@ class ChoiceAccumulator:
             if text or reason is not None:
                 deltas.append(ChoiceDelta(i, text, reason, positions))
         return deltas
-
-    @property
-    def done(self) -> bool:
-        return all(reason is not None for reason in self.finish_reasons)
 
 
 def usage(prompt_tokens: int, completion_tokens: int) -> dict[str, int]:

@@ -12,30 +12,42 @@ from gateway.errors import bad_request
 from gateway.protocol import CompletionRequest
 
 
-def to_generate_request(request: CompletionRequest, model: str, request_id: str) -> GenerateRequest:
+Prompt = str | list[int]
+
+
+def prompts_of(request: CompletionRequest) -> list[Prompt]:
+    """A completion request may hold one prompt or several, each text or token ids."""
+    prompt = request.prompt
+    if isinstance(prompt, str):
+        return [prompt]
+    if prompt and isinstance(prompt[0], int):
+        return [prompt]  # one prompt given as token ids
+    return list(prompt)
+
+
+def to_generate_requests(request: CompletionRequest, model: str, request_id: str) -> list[GenerateRequest]:
+    """One backend request per prompt; the choices of prompt k are k*n ... k*n + n - 1."""
     if request.suffix:
         raise bad_request("suffix is not supported.", "suffix")
     if request.best_of is not None and request.best_of != request.n:
         raise bad_request("best_of other than n is not supported.", "best_of")
-    prompt = request.prompt
-    if isinstance(prompt, list):
-        if len(prompt) != 1:
-            raise bad_request("Only one prompt per request is supported.", "prompt")
-        prompt = prompt[0]
+    prompts = prompts_of(request)
+    if request.echo and any(not isinstance(p, str) for p in prompts):
+        raise bad_request("echo needs text prompts.", "echo")
     sampling = sampling_parameters(request, request.max_tokens)
     if request.logprobs is not None:
         sampling["logprobs"] = request.logprobs
-    return GenerateRequest(
-        model=model,
-        request_id=request_id,
-        sampling=sampling,
-        stream=request.stream,
-        text_input=prompt,
-    )
-
-
-def _prompt_of(request: CompletionRequest) -> str:
-    return request.prompt if isinstance(request.prompt, str) else request.prompt[0]
+    return [
+        GenerateRequest(
+            model=model,
+            request_id=request_id if len(prompts) == 1 else f"{request_id}-{k}",
+            sampling=sampling,
+            stream=request.stream,
+            text_input=prompt if isinstance(prompt, str) else None,
+            prompt_token_ids=None if isinstance(prompt, str) else prompt,
+        )
+        for k, prompt in enumerate(prompts)
+    ]
 
 
 class CompletionRender:
@@ -44,13 +56,14 @@ class CompletionRender:
     def __init__(self, request: CompletionRequest, response_id: str, created: int) -> None:
         self.request = request
         self.base = {"id": response_id, "object": "text_completion", "created": created, "model": request.model}
-        self.echo_pending = [request.echo] * request.n
-        self.sent_chars = [0] * request.n  # where the next streamed token starts, for text_offset
+        self.prompts = prompts_of(request)
+        self.echo_pending = [request.echo] * (request.n * len(self.prompts))
+        self.sent_chars = [0] * len(self.echo_pending)  # where the next streamed token starts, for text_offset
 
     def _text(self, index: int, text: str) -> str:
         if self.echo_pending[index]:
             self.echo_pending[index] = False
-            return _prompt_of(self.request) + text
+            return str(self.prompts[index // self.request.n]) + text
         return text
 
     def _logprobs(self, positions: list[Position], text_offset: int) -> dict[str, Any] | None:

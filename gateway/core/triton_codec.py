@@ -48,6 +48,9 @@ def encode_request(request: GenerateRequest) -> pb.ModelInferRequest:
         _add_string(message, "messages", json.dumps(request.messages, ensure_ascii=False))
         if request.chat_template_kwargs:
             _add_string(message, "chat_template_kwargs", json.dumps(request.chat_template_kwargs))
+    elif request.prompt_token_ids is not None:
+        ids = request.prompt_token_ids
+        _add_input(message, "prompt_token_ids", "INT32", struct.pack(f"<{len(ids)}i", *ids), len(ids))
     else:
         _add_string(message, "text_input", request.text_input or "")
     _add_bool(message, "stream", request.stream)

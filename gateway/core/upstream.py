@@ -15,6 +15,7 @@ class GenerateRequest:
     sampling: dict[str, Any]
     stream: bool
     text_input: str | None = None
+    prompt_token_ids: list[int] | None = None
     messages: list[dict[str, Any]] | None = None
     chat_template_kwargs: dict[str, Any] | None = None
 

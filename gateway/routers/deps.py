@@ -12,10 +12,18 @@ def triton(request: Request) -> TritonClient:
     return request.app.state.triton
 
 
-async def resolve_model(client: TritonClient, model: str) -> str:
-    """The Triton model serving `model`; a fresh look before saying it does not exist."""
-    if model in await client.ready_model_names():
-        return model
-    if model in await client.ready_model_names(fresh=True):
-        return model
+async def resolve_model(request: Request, client: TritonClient, model: str) -> str:
+    """The Triton model serving `model` (a name or an alias); a fresh look before saying it does not exist."""
+    target = request.app.state.settings.model_aliases.get(model, model)
+    if target in await client.ready_model_names():
+        return target
+    if target in await client.ready_model_names(fresh=True):
+        return target
     raise model_not_found(model)
+
+
+async def served_models(request: Request, client: TritonClient) -> list[str]:
+    """Every name a client may use now: the ready Triton models and the aliases of ready models."""
+    ready = await client.ready_model_names(fresh=True)
+    aliases = {alias for alias, target in request.app.state.settings.model_aliases.items() if target in ready}
+    return sorted(ready | aliases)

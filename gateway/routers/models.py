@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import time
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter, Depends, Request
 
 from gateway.errors import model_not_found
-from gateway.routers.deps import triton
+from gateway.routers.deps import served_models, triton
 from gateway.triton_client import TritonClient
 
 router = APIRouter(tags=["models"])
@@ -19,13 +19,12 @@ def _model(name: str) -> dict:
 
 
 @router.get("/v1/models")
-async def list_models(client: TritonClient = Depends(triton)) -> dict:
-    names = sorted(await client.ready_model_names(fresh=True))
-    return {"object": "list", "data": [_model(name) for name in names]}
+async def list_models(request: Request, client: TritonClient = Depends(triton)) -> dict:
+    return {"object": "list", "data": [_model(name) for name in await served_models(request, client)]}
 
 
 @router.get("/v1/models/{model_id:path}")
-async def get_model(model_id: str, client: TritonClient = Depends(triton)) -> dict:
-    if model_id not in await client.ready_model_names(fresh=True):
+async def get_model(model_id: str, request: Request, client: TritonClient = Depends(triton)) -> dict:
+    if model_id not in await served_models(request, client):
         raise model_not_found(model_id)
     return _model(model_id)

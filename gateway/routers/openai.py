@@ -22,6 +22,7 @@ from gateway.observability.request_context import request_record
 from gateway.observability.tracker import GenerationTracker
 from gateway.protocol import ChatCompletionRequest, CompletionRequest, SamplingFields
 from gateway.routers.deps import resolve_model, triton
+from gateway.streams import merge
 from gateway.triton_client import TritonClient
 
 router = APIRouter(tags=["openai"])
@@ -47,23 +48,27 @@ class Generation:
     def __init__(
         self,
         client: TritonClient,
-        upstream: GenerateRequest,
+        upstreams: list[GenerateRequest],
         render: Render,
         body: SamplingFields,
         tracker: GenerationTracker,
         top_logprobs: int | None,
     ) -> None:
         self.client = client
-        self.upstream = upstream
+        self.upstreams = upstreams
         self.render = render
         self.body = body
         self.tracker = tracker
-        self.acc = ChoiceAccumulator(body.n, top_logprobs)
+        self.acc = ChoiceAccumulator(body.n * len(upstreams), top_logprobs)
 
-    def _deltas(self, chunk: GenerateChunk) -> list[ChoiceDelta]:
+    def _chunks(self) -> AsyncIterator[tuple[int, GenerateChunk]]:
+        return merge([self.client.generate(upstream) for upstream in self.upstreams])
+
+    def _deltas(self, item: tuple[int, GenerateChunk]) -> list[ChoiceDelta]:
+        position, chunk = item
         if chunk.request_id:
             self.tracker.upstream_id(chunk.request_id)
-        deltas = self.acc.add(chunk)
+        deltas = self.acc.add(chunk, offset=position * self.body.n)
         if any(d.text for d in deltas):
             self.tracker.on_text()
         return deltas
@@ -86,7 +91,7 @@ class Generation:
             raise
 
     async def _stream(self) -> EventSourceResponse:
-        chunks = self.client.generate(self.upstream)
+        chunks = self._chunks()
         # Wait for the first response so that errors before any output get a real HTTP status.
         try:
             first = await anext(chunks, None)
@@ -95,7 +100,9 @@ class Generation:
             raise
         return EventSourceResponse(self._events(first, chunks), sep="\n")
 
-    async def _events(self, first: GenerateChunk | None, rest: AsyncIterator[GenerateChunk]) -> AsyncIterator[str]:
+    async def _events(
+        self, first: tuple[int, GenerateChunk] | None, rest: AsyncIterator[tuple[int, GenerateChunk]]
+    ) -> AsyncIterator[str]:
         try:
             if first is not None:
                 for delta in self._deltas(first):
@@ -136,8 +143,8 @@ class Generation:
         return ORJSONResponse(self.render.response(self.acc))
 
     async def _collect(self) -> None:
-        async for chunk in self.client.generate(self.upstream):
-            self._deltas(chunk)
+        async for item in self._chunks():
+            self._deltas(item)
 
 
 async def _wait_for_disconnect(request: Request) -> None:
@@ -168,19 +175,19 @@ def _tool_parser(request: Request, model: str) -> ToolCallParser:
 async def create_completion(
     body: CompletionRequest, request: Request, client: TritonClient = Depends(triton)
 ) -> Any:
-    model = await resolve_model(client, body.model)
-    upstream = completions.to_generate_request(body, model, _request_id(request))
+    model = await resolve_model(request, client, body.model)
+    upstreams = completions.to_generate_requests(body, model, _request_id(request))
     render = completions.CompletionRender(body, f"cmpl-{uuid.uuid4().hex}", int(time.time()))
     tracker = _tracker(request, model, "completions", body.stream)
-    return await Generation(client, upstream, render, body, tracker, body.logprobs).respond(request)
+    return await Generation(client, upstreams, render, body, tracker, body.logprobs).respond(request)
 
 
 @router.post("/v1/chat/completions")
 async def create_chat_completion(
     body: ChatCompletionRequest, request: Request, client: TritonClient = Depends(triton)
 ) -> Any:
-    model = await resolve_model(client, body.model)
+    model = await resolve_model(request, client, body.model)
     upstream = chat.to_generate_request(body, model, _request_id(request))
     render = chat.ChatRender(body, f"chatcmpl-{uuid.uuid4().hex}", int(time.time()), _tool_parser(request, model))
     tracker = _tracker(request, model, "chat", body.stream)
-    return await Generation(client, upstream, render, body, tracker, body.logprobs_top).respond(request)
+    return await Generation(client, [upstream], render, body, tracker, body.logprobs_top).respond(request)

@@ -165,3 +165,32 @@ def test_client_disconnect_stops_the_generation(stack: LocalStack, model_name: s
     assert sample_value(text, "gateway_requests_in_flight", model=model_name, endpoint="completions") == 0
     assert sample_value(text, "gateway_client_disconnects_total", model=model_name, endpoint="completions") >= 1
     assert sample_value(text, "vllm:num_requests_running", model=model_name) == 0
+
+
+def test_several_prompts_and_token_prompts(client: openai.OpenAI, model_name: str) -> None:
+    single = client.completions.create(model=model_name, prompt="The sky is", max_tokens=4, temperature=0)
+    several = client.completions.create(model=model_name, prompt=["The sky is", "Grass is"], max_tokens=4,
+                                        temperature=0, n=2)  # fmt: skip
+    assert [c.index for c in several.choices] == [0, 1, 2, 3]
+    assert several.choices[0].text == several.choices[1].text == single.choices[0].text
+    assert several.usage.completion_tokens == 16
+    assert several.usage.prompt_tokens > single.usage.prompt_tokens
+    from transformers import AutoTokenizer
+
+    # Token ids give the same answer as the text they encode.
+    tokens = AutoTokenizer.from_pretrained(str(_model_dir()))("The sky is")["input_ids"]
+    by_ids = client.completions.create(model=model_name, prompt=tokens, max_tokens=4, temperature=0)
+    assert by_ids.choices[0].text == single.choices[0].text
+    nested = client.completions.create(model=model_name, prompt=[tokens, tokens], max_tokens=4, temperature=0,
+                                       stream=True)  # fmt: skip
+    texts = {0: "", 1: ""}
+    for chunk in nested:
+        for choice in chunk.choices:
+            texts[choice.index] += choice.text
+    assert texts == {0: single.choices[0].text, 1: single.choices[0].text}
+
+
+def _model_dir():
+    from localstack.paths import CachePaths, default_cache_dir
+
+    return CachePaths(default_cache_dir()).default_model_dir

@@ -116,6 +116,8 @@ async def test_async_chat_stream(async_client: openai.AsyncOpenAI, model_name: s
     assert "Paris" in text
 
 
-def test_models_list(client: openai.OpenAI, model_name: str) -> None:
-    assert [m.id for m in client.models.list().data] == [model_name]
+def test_models_list_and_aliases(client: openai.OpenAI, model_name: str) -> None:
+    assert sorted(m.id for m in client.models.list().data) == sorted([model_name, "smollm2"])
     assert client.models.retrieve(model_name).id == model_name
+    reply = client.completions.create(model="smollm2", prompt="Hi", max_tokens=2)
+    assert reply.model == "smollm2" and reply.usage.completion_tokens == 2

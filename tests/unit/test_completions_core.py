@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from gateway.core.choices import ChoiceAccumulator
-from gateway.core.completions import CompletionRender, to_generate_request
+from gateway.core.completions import CompletionRender, to_generate_requests
 from gateway.core.upstream import GenerateChunk
 from gateway.errors import OpenAIError
 from gateway.protocol import CompletionRequest
@@ -15,7 +15,7 @@ def _request(**fields) -> CompletionRequest:
 
 def test_sampling_fields_reach_the_backend_request() -> None:
     request = _request(max_tokens=7, temperature=0, top_p=0.5, stop="\n", seed=3, top_k=5, ignore_eos=True)
-    upstream = to_generate_request(request, "m", "cmpl-1")
+    [upstream] = to_generate_requests(request, "m", "cmpl-1")
     assert upstream.text_input == "Hello"
     assert upstream.request_id == "cmpl-1"
     assert upstream.sampling == {
@@ -31,17 +31,41 @@ def test_sampling_fields_reach_the_backend_request() -> None:
 
 
 def test_openai_default_max_tokens_is_16() -> None:
-    assert to_generate_request(_request(), "m", "x").sampling["max_tokens"] == 16
+    assert to_generate_requests(_request(), "m", "x")[0].sampling["max_tokens"] == 16
 
 
-def test_single_item_prompt_list_is_accepted() -> None:
-    assert to_generate_request(_request(prompt=["Hi"]), "m", "x").text_input == "Hi"
+def test_every_prompt_form_gives_one_backend_request_per_prompt() -> None:
+    [one] = to_generate_requests(_request(prompt=["Hi"]), "m", "x")
+    assert one.text_input == "Hi" and one.request_id == "x"
+    [ids] = to_generate_requests(_request(prompt=[1, 2, 3]), "m", "x")
+    assert ids.prompt_token_ids == [1, 2, 3] and ids.text_input is None
+    texts = to_generate_requests(_request(prompt=["a", "b"]), "m", "x")
+    assert [r.text_input for r in texts] == ["a", "b"] and [r.request_id for r in texts] == ["x-0", "x-1"]
+    nested = to_generate_requests(_request(prompt=[[1], [2, 3]]), "m", "x")
+    assert [r.prompt_token_ids for r in nested] == [[1], [2, 3]]
+
+
+def test_choices_of_several_prompts_are_numbered_prompt_by_prompt() -> None:
+    request = _request(prompt=["a", "b"], n=2, echo=True)
+    render = CompletionRender(request, "c", 1)
+    acc = ChoiceAccumulator(4)
+    acc.add(GenerateChunk(["1", "2"], ["stop", "stop"], 3, [1, 1]), offset=0)
+    acc.add(GenerateChunk(["3", "4"], ["stop", "stop"], 5, [1, 1]), offset=2)
+    body = render.response(acc)
+    assert [c["text"] for c in body["choices"]] == ["a1", "a2", "b3", "b4"]
+    assert body["usage"] == {"prompt_tokens": 8, "completion_tokens": 4, "total_tokens": 12}
+
+
+def test_echo_with_token_prompts_is_refused() -> None:
+    with pytest.raises(OpenAIError) as info:
+        to_generate_requests(_request(prompt=[1, 2], echo=True), "m", "x")
+    assert info.value.param == "echo"
 
 
 @pytest.mark.parametrize("fields, param", [({"suffix": "x"}, "suffix"), ({"best_of": 3}, "best_of")])
 def test_unsupported_fields_are_rejected_clearly(fields: dict, param: str) -> None:
     with pytest.raises(OpenAIError) as info:
-        to_generate_request(_request(**fields), "m", "x")
+        to_generate_requests(_request(**fields), "m", "x")
     assert info.value.status == 400 and info.value.param == param
 
 

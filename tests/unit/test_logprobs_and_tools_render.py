@@ -5,7 +5,7 @@ import json
 from gateway.core.chat import ChatRender, to_generate_request
 from gateway.core.choices import ChoiceAccumulator
 from gateway.core.completions import CompletionRender
-from gateway.core.completions import to_generate_request as completion_request
+from gateway.core.completions import to_generate_requests
 from gateway.core.logprobs import parse_positions
 from gateway.core.upstream import GenerateChunk
 from gateway.protocol import ChatCompletionRequest, CompletionRequest
@@ -24,7 +24,7 @@ def test_sampled_token_first_and_top_k_by_rank() -> None:
 
 def test_completion_logprobs_with_offsets_in_a_stream() -> None:
     request = CompletionRequest.model_validate({"model": "m", "prompt": "P", "logprobs": 1, "stream": True})
-    assert completion_request(request, "m", "r").sampling["logprobs"] == 1
+    assert to_generate_requests(request, "m", "r")[0].sampling["logprobs"] == 1
     render = CompletionRender(request, "c", 1)
     acc = ChoiceAccumulator(1, top_logprobs=1)
     first = GenerateChunk([" a"], ["None"], 1, [1], logprobs=[_lp(("1", -0.5, 1, " a"))])

@@ -68,3 +68,10 @@ def test_empty_final_response() -> None:
     response.parameters["triton_final_response"].bool_param = True
     chunk = decode_response(response)
     assert chunk.final and chunk.texts == [] and chunk.num_input_tokens is None
+
+
+def test_token_id_prompts_are_sent_as_int32() -> None:
+    request = GenerateRequest(model="m", request_id="r", sampling={}, stream=False, prompt_token_ids=[1, 2, 70000])
+    inputs = _inputs(encode_request(request))
+    assert "text_input" not in inputs
+    assert inputs["prompt_token_ids"] == ("INT32", struct.pack("<3i", 1, 2, 70000))

@@ -1,0 +1,39 @@
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from gateway.streams import merge
+
+
+async def _numbers(values: list[int], delay: float, fail: bool = False):
+    for value in values:
+        await asyncio.sleep(delay)
+        yield value
+    if fail:
+        raise ValueError("broken")
+
+
+async def test_merge_interleaves_and_tags_items() -> None:
+    items = [item async for item in merge([_numbers([1, 2], 0.01), _numbers([10, 20, 30], 0.004)])]
+    assert sorted(items) == [(0, 1), (0, 2), (1, 10), (1, 20), (1, 30)]
+    assert items[0] == (1, 10)
+
+
+async def test_merge_raises_the_first_error_and_cancels_the_rest() -> None:
+    cancelled = asyncio.Event()
+
+    async def endless():
+        try:
+            while True:
+                await asyncio.sleep(0.01)
+                yield 0
+        finally:
+            cancelled.set()
+
+    with pytest.raises(ValueError, match="broken"):
+        async for _ in merge([_numbers([1], 0.001, fail=True), endless()]):
+            pass
+    await asyncio.sleep(0)
+    assert cancelled.is_set()
