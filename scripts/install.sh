@@ -41,8 +41,27 @@ install_venv() {
   echo "$wanted" > "$marker"
 }
 
+install_promtool() {
+  # Prometheus' own exposition-format checker, for the metrics tests. Only the binary is
+  # unpacked from Debian's package (installing it would also start a Prometheus server).
+  local target="$CACHE_DIR/promtool"
+  [[ -x "$target/usr/bin/promtool" ]] && return
+  command -v apt-get >/dev/null || { log "apt-get not found: the metrics tests will use the Python parser only"; return; }
+  log "unpacking promtool from Debian's prometheus package"
+  mkdir -p "$target"
+  local tmp
+  tmp="$(mktemp -d)"
+  if ! (cd "$tmp" && apt-get download prometheus >/dev/null 2>&1); then
+    apt-get update -qq >/dev/null 2>&1 || true
+    (cd "$tmp" && apt-get download prometheus >/dev/null 2>&1) || { log "could not download prometheus"; return; }
+  fi
+  dpkg-deb -x "$tmp"/prometheus_*.deb "$target"
+  rm -rf "$tmp"
+}
+
 main() {
   install_venv
+  install_promtool
   "$VENV/bin/python" -m localstack.prepare --cache-dir "$CACHE_DIR"
 }
 

@@ -14,7 +14,7 @@ from fastapi.responses import ORJSONResponse
 from sse_starlette import EventSourceResponse
 
 from gateway.core import chat, completions
-from gateway.core.choices import ChoiceAccumulator, ChoiceDelta
+from gateway.core.choices import ChoiceAccumulator, ChoiceDelta, usage
 from gateway.core.tools import ToolCallParser, tool_call_parser
 from gateway.core.upstream import GenerateChunk, GenerateRequest
 from gateway.errors import OpenAIError
@@ -64,6 +64,13 @@ class Generation:
     def _chunks(self) -> AsyncIterator[tuple[int, GenerateChunk]]:
         return merge([self.client.generate(upstream) for upstream in self.upstreams])
 
+    def _payloads(self, item: tuple[int, GenerateChunk]) -> list[dict[str, Any]]:
+        payloads = [payload for delta in self._deltas(item) for payload in self.render.chunks(delta)]
+        if self.body.continuous_usage:
+            for payload in payloads:
+                payload["usage"] = usage(self.acc.prompt_tokens, self.acc.completion_tokens)
+        return payloads
+
     def _deltas(self, item: tuple[int, GenerateChunk]) -> list[ChoiceDelta]:
         position, chunk = item
         if chunk.request_id:
@@ -105,13 +112,11 @@ class Generation:
     ) -> AsyncIterator[str]:
         try:
             if first is not None:
-                for delta in self._deltas(first):
-                    for payload in self.render.chunks(delta):
-                        yield _event(payload)
-            async for chunk in rest:
-                for delta in self._deltas(chunk):
-                    for payload in self.render.chunks(delta):
-                        yield _event(payload)
+                for payload in self._payloads(first):
+                    yield _event(payload)
+            async for item in rest:
+                for payload in self._payloads(item):
+                    yield _event(payload)
             if self.body.include_usage:
                 yield _event(self.render.usage_chunk(self.acc))
             self._finish("ok")

@@ -28,6 +28,7 @@ COMPLETION_CASES = [
     {"prompt": "Count: 1, 2,", "max_tokens": 8, "stop": [","], "temperature": 0},
     {"prompt": "Hi", "max_tokens": 4, "logprobs": 2, "echo": True},
     {"prompt": "Hi", "max_tokens": 4, "top_k": 5, "min_p": 0.1, "repetition_penalty": 1.1, "ignore_eos": True},
+    {"prompt": [[1, 2, 3], [4, 5]], "max_tokens": 3, "min_tokens": 2, "stop_token_ids": [2], "user": "u"},
 ]
 CHAT_CASES = [
     {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 5},
@@ -63,12 +64,14 @@ def test_completions_conform(http: httpx.Client, model_name: str, case: dict, st
         assert response.status_code == 200, response.text
         validate("CreateCompletionResponse", response.json())
         return
-    body["stream_options"] = {"include_usage": True}
+    body["stream_options"] = {"include_usage": True, "continuous_usage_stats": True}
     with http.stream("POST", "/v1/completions", json=body) as response:
         assert response.status_code == 200
         chunks = _events(response)
     for chunk in chunks:
         validate_completion_chunk(chunk)
+    counts = [c["usage"]["completion_tokens"] for c in chunks]
+    assert counts == sorted(counts)  # usage so far, in every chunk
     assert chunks[-1]["choices"] == [] and chunks[-1]["usage"]["completion_tokens"] > 0
 
 

@@ -94,3 +94,22 @@ def test_body_over_the_limit_gets_413(http: httpx.Client, model_name: str) -> No
     response = http.post("/v1/completions", json=body)
     assert response.status_code == 413
     assert response.json()["error"]["message"]
+
+
+def test_metrics_pass_the_exposition_format_checks(http: httpx.Client, stack: LocalStack) -> None:
+    import subprocess
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    text = http.get("/metrics").text
+    families = list(text_string_to_metric_families(text))  # raises on malformed text
+    assert len(families) > 20
+    promtool = stack.config.cache.root / "promtool" / "usr" / "bin" / "promtool"
+    assert promtool.is_file(), "scripts/install.sh unpacks promtool; run it"
+    check = subprocess.run([str(promtool), "check", "metrics"], input=text, capture_output=True, text=True, timeout=60)
+    report = check.stdout + check.stderr
+    # 0: clean; 3: naming advice only. Format errors are exit code 1.
+    assert check.returncode in (0, 3) and "error" not in report, report
+    for line in filter(None, report.splitlines()):
+        # The only advice is about Triton's and vLLM's own names, which federation keeps intact on purpose.
+        assert line.startswith(("nv_inference_", "vllm:")), line
