@@ -4,7 +4,7 @@ VENV   ?= .venv
 PYTHON := $(VENV)/bin/python
 PORT   ?= 9000
 
-.PHONY: install up test unit clean
+.PHONY: install up test unit bench clean
 
 install:
 	@bash scripts/install.sh
@@ -18,6 +18,11 @@ test: install
 # Unit tests only: no Triton, no engine.
 unit: install
 	@$(PYTHON) -m pytest -m "not stack" $(PYTEST_ARGS)
+
+# The benchmark (README, Performance): end to end against vLLM's own server, and the gateway's own cost.
+# BENCH_ARGS="--part2" runs one part.
+bench: install
+	@$(PYTHON) -m bench $(BENCH_ARGS)
 
 clean:
 	rm -rf .run .pytest_cache

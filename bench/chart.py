@@ -20,7 +20,9 @@ def available() -> bool:
 
 
 def _series(runs: list[dict[str, Any]], system: str, backend: str, key: str) -> tuple[list[int], list[float]]:
-    points = sorted((r["max_concurrency"], r.get(key) or 0.0) for r in runs if r["system"] == system and r["backend"] == backend)
+    points = sorted(
+        (r["max_concurrency"], r.get(key) or 0.0) for r in runs if r["system"] == system and r["backend"] == backend
+    )
     return [c for c, _ in points], [v for _, v in points]
 
 
@@ -35,6 +37,7 @@ def draw(results: dict[str, Any], path: Path) -> Path | None:
 
     runs = results.get("serving", {}).get("runs", [])
     cost = results.get("gateway_cost")
+    cost = None if cost is None or "error" in cost else cost
     panels = (2 if runs else 0) + (1 if cost else 0)
     if not panels:
         return None

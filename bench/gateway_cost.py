@@ -58,7 +58,9 @@ class GatewayCost:
         common = ["--url", url, "--model", model, "--concurrency", str(concurrency),
                   "--max-tokens", str(max_tokens or cfg.max_tokens)]  # fmt: skip
         if warmup and cfg.warmup_s:
-            run_json("bench.http_load", [*common, "--duration", str(cfg.warmup_s)], cfg.out_dir / f"{name}-warmup.json", 600)
+            run_json(
+                "bench.http_load", [*common, "--duration", str(cfg.warmup_s)], cfg.out_dir / f"{name}-warmup.json", 600
+            )
         load = ["--duration", str(duration_s)] if duration_s else ["--requests", str(requests)]
         with Watch(pid) as watch:
             summary = run_json("bench.http_load", [*common, *load], cfg.out_dir / f"{name}.json", 900)
@@ -69,7 +71,12 @@ class GatewayCost:
         cfg = self.config
         common = ["--url", grpc_url, "--concurrency", str(concurrency), "--max-tokens", str(cfg.max_tokens)]
         if cfg.warmup_s:
-            run_json("bench.triton_load", [*common, "--duration", str(cfg.warmup_s)], cfg.out_dir / f"{name}-warmup.json", 600)
+            run_json(
+                "bench.triton_load",
+                [*common, "--duration", str(cfg.warmup_s)],
+                cfg.out_dir / f"{name}-warmup.json",
+                600,
+            )
         load = ["--duration", str(duration_s)] if duration_s else ["--requests", str(requests)]
         with Watch(pid, with_children=True) as watch:
             summary = run_json("bench.triton_load", [*common, *load], cfg.out_dir / f"{name}.json", 900)

@@ -74,9 +74,7 @@ async def _read_stream(response: aiohttp.ClientResponse, record: RequestRecord) 
     record.ok = done and record.error is None and record.chunks > 0
 
 
-async def one_request(
-    session: aiohttp.ClientSession, url: str, body: dict[str, Any], record: RequestRecord
-) -> None:
+async def one_request(session: aiohttp.ClientSession, url: str, body: dict[str, Any], record: RequestRecord) -> None:
     async with session.post(url, json=body) as response:
         if response.status != 200:
             record.error = f"HTTP {response.status}: {(await response.text())[:300]}"

@@ -93,10 +93,24 @@ def targets(runs: list[dict[str, Any]], ratios: list[dict[str, Any]], cost: dict
         found.append(_target(name, value, 0.9, True, ".3f"))
     if cost:
         figures = cost_figures(cost)
-        found.append(_target("gateway >= 0.5x floor chunks per CPU-s", figures["gateway/floor chunks per CPU-s"], 0.5, True, ".3f"))
-        found.append(_target("gateway >= 10,000 chunks per CPU core-second", figures["gateway chunks per CPU-s"], 10_000, True, ",.0f"))
+        found.append(
+            _target(
+                "gateway >= 0.5x floor chunks per CPU-s", figures["gateway/floor chunks per CPU-s"], 0.5, True, ".3f"
+            )
+        )
+        found.append(
+            _target(
+                "gateway >= 10,000 chunks per CPU core-second",
+                figures["gateway chunks per CPU-s"],
+                10_000,
+                True,
+                ",.0f",
+            )
+        )
         streams = figures["streams held open"]
-        found.append(_target(f"gateway RSS <= 300 MB ({streams} streams)", figures["gateway RSS peak MB"], 300, False, ".1f"))
+        found.append(
+            _target(f"gateway RSS <= 300 MB ({streams} streams)", figures["gateway RSS peak MB"], 300, False, ".1f")
+        )
     return found
 
 
@@ -116,26 +130,67 @@ def _table(headers: list[str], rows: list[list[Any]]) -> str:
 
 def markdown(results: dict[str, Any]) -> str:
     parts = [f"# Benchmark {results['started']}\n", f"`{results['command']}`\n"]
+    for key, title in (("serving", "Part 1"), ("gateway_cost", "Part 2")):
+        if "error" in results.get(key, {}):
+            parts.append(f"**{title} failed:** `{results[key]['error']}` (the runs before the failure are below)\n")
     runs = results.get("serving", {}).get("runs", [])
     if runs:
         parts.append("## Part 1: end to end (A: gateway, B: Triton gRPC, C: vllm serve)\n")
         metrics = ["output_throughput", "request_throughput", "p50_ttft_ms", "p99_ttft_ms", "p50_itl_ms", "p99_itl_ms"]
-        headers = ["system", "endpoint", "c", "completed", "failed", "tok/s", "req/s", "TTFT p50", "TTFT p99", "ITL p50", "ITL p99"]
+        headers = [
+            "system",
+            "endpoint",
+            "c",
+            "completed",
+            "failed",
+            "tok/s",
+            "req/s",
+            "TTFT p50",
+            "TTFT p99",
+            "ITL p50",
+            "ITL p99",
+        ]
         rows = [
-            [r["system"], r["backend"], r["max_concurrency"], r.get("completed"), r.get("failed"), *(r.get(m) for m in metrics)]
-            for r in runs
+            [
+                r["system"],
+                r["backend"],
+                r["max_concurrency"],
+                r.get("completed"),
+                r.get("failed"),
+                *(r.get(m) for m in metrics),
+            ]
+            for r in sorted(runs, key=lambda r: (r["system"], r["backend"], r["max_concurrency"]))
         ]
         parts.append(_table(headers, rows) + "\n\nTimes in ms.\n")
+        differ = results["serving"].get("engine_config", {}).get("differ")
+        if differ is not None:
+            rows = [[key, f"`{a}`", f"`{c}`"] for key, (a, c) in differ.items()]
+            parts.append("Engine configuration logged by A's and C's engines, fields that differ:\n")
+            parts.append((_table(["field", "A", "C"], rows) if rows else "none") + "\n")
         ratios = results["serving"]["ratios"]
         if ratios:
             keys = [k for k in ratios[0] if k != "concurrency"]
             parts.append(_table(["c", *keys], [[row["concurrency"], *(row[k] for k in keys)] for row in ratios]) + "\n")
     cost = results.get("gateway_cost")
-    if cost:
+    if cost and "error" not in cost:
         parts.append("## Part 2: the gateway's own cost (fake zero-cost model; floor: bare Starlette)\n")
-        headers = ["server", "streams", "completed", "chunks/s", "server CPU s", "chunks per CPU-s", "CPU us/chunk", "TTFT p50", "e2e p50"]
+        headers = [
+            "server",
+            "streams",
+            "completed",
+            "chunks/s",
+            "server CPU s",
+            "chunks per CPU-s",
+            "CPU us/chunk",
+            "TTFT p50",
+            "e2e p50",
+        ]
         rows = []
-        for label, key in (("gateway", "gateway"), ("floor", "floor"), ("Triton direct (Triton + stub CPU)", "triton_direct")):
+        for label, key in (
+            ("gateway", "gateway"),
+            ("floor", "floor"),
+            ("Triton direct (Triton + stub CPU)", "triton_direct"),
+        ):
             r = cost[key]
             rows.append([label, r["max_concurrency"], r["completed"], r["chunks_per_s"], r["server_cpu_s"],
                          r["chunks_per_cpu_s"], r["cpu_us_per_chunk"], r["p50_ttft_ms"], r["p50_e2el_ms"]])  # fmt: skip
@@ -148,7 +203,11 @@ def markdown(results: dict[str, Any]) -> str:
         parts.append(_table(["figure", "value"], [[k, v] for k, v in figures.items()]) + "\n")
     parts.append("## Targets\n")
     verdict = {True: "yes", False: "**no**", None: "–"}
-    parts.append(_table(["target", "measured", "met"], [[t["target"], t["value"], verdict[t["pass"]]] for t in results["targets"]]))
+    parts.append(
+        _table(
+            ["target", "measured", "met"], [[t["target"], t["value"], verdict[t["pass"]]] for t in results["targets"]]
+        )
+    )
     return "\n".join(parts) + "\n"
 
 

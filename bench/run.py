@@ -3,7 +3,7 @@ chart.png under the output folder, and stops everything it started.
 
     python -m bench                         # both parts
     python -m bench --part1                 # end to end only: A, B (one local stack), then C
-    python -m bench --part2                 # the gateway's own cost only (no engine, about a minute)
+    python -m bench --part2                 # the gateway's own cost only (no engine, one to two minutes)
     python -m bench --part1 --systems A --concurrency 1 --num-prompts 2 --nonstream-concurrency 0
 """
 
@@ -40,11 +40,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     one.add_argument("--concurrency", type=_ints, default=[1, 8, 32, 64], help="comma-separated (default 1,8,32,64)")
     one.add_argument("--prompts-per-concurrency", type=int, default=4, help="prompts = this x concurrency (default 4)")
     one.add_argument("--min-prompts", type=int, default=16, help="at least this many prompts per run (default 16)")
-    one.add_argument("--num-prompts", type=int, help="the same prompt count at every concurrency (overrides the two above)")
+    one.add_argument(
+        "--num-prompts", type=int, help="the same prompt count at every concurrency (overrides the two above)"
+    )
     one.add_argument("--warmups", type=int, help="warm-up requests per run (default: the concurrency)")
     one.add_argument("--input-len", type=int, default=128)
     one.add_argument("--output-len", type=int, default=64)
-    one.add_argument("--nonstream-concurrency", type=int, default=64, help="streaming vs not on A at this concurrency; 0 skips")
+    one.add_argument(
+        "--nonstream-concurrency", type=int, default=64, help="streaming vs not on A at this concurrency; 0 skips"
+    )
 
     two = parser.add_argument_group("part 2")
     two.add_argument("--streams", type=int, default=64, help="concurrent streams (default 64)")
@@ -73,46 +77,79 @@ def _print_targets(found: list[dict[str, Any]]) -> None:
         _log(f"  {t['target']:<58} {t['value'] or '-':>12}  {verdict[t['pass']]}")
 
 
+def _part1(args: argparse.Namespace, out_dir: Path) -> dict[str, Any]:
+    """Runs so far are kept when a later one fails, so a failure still leaves a report."""
+    workload = Workload(CachePaths(default_cache_dir()).default_model_dir, args.input_len, args.output_len)
+    serving_config = ServingConfig(
+        out_dir=out_dir,
+        workload=workload,
+        systems=args.systems,
+        concurrencies=args.concurrency,
+        prompts_per_concurrency=args.prompts_per_concurrency,
+        min_prompts=args.min_prompts,
+        num_prompts=args.num_prompts,
+        warmups=args.warmups,
+        nonstream_concurrency=args.nonstream_concurrency,
+    )
+    serving = Serving(serving_config, _log)
+    part: dict[str, Any] = {}
+    try:
+        serving.run()
+    except Exception as exc:
+        _log(f"part 1 failed: {exc}")
+        part["error"] = str(exc)
+    part["runs"] = serving.runs
+    part["engine_config"] = serving.engine_config()
+    if part["engine_config"]["differ"] is not None:
+        _log(f"  engine configuration, A vs C, differs in: {part['engine_config']['differ'] or 'nothing'}")
+    part["ratios"] = report.serving_ratios(serving.runs)
+    for row in part["ratios"]:
+        shown = ", ".join(
+            f"{k}={v:.3f}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items() if v is not None
+        )
+        _log(f"  ratios {shown}")
+    return part
+
+
+def _part2(args: argparse.Namespace, out_dir: Path) -> dict[str, Any]:
+    cost_config = CostConfig(
+        out_dir=out_dir,
+        streams=args.streams,
+        max_tokens=args.max_tokens,
+        duration_s=args.duration,
+        latency_requests=args.latency_requests,
+        rss_streams=args.rss_streams,
+        rss_max_tokens=args.rss_max_tokens,
+        slow_token_delay_s=args.rss_token_delay,
+    )
+    try:
+        part = GatewayCost(cost_config, _log).run()
+    except Exception as exc:
+        _log(f"part 2 failed: {exc}")
+        return {"error": str(exc)}
+    for name, value in report.cost_figures(part).items():
+        _log(f"  {name}: {value:,.3f}" if isinstance(value, float) else f"  {name}: {value}")
+    return part
+
+
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     started = time.strftime("%Y%m%d-%H%M%S")
-    out_dir: Path = args.out_dir or REPO_ROOT / ".run" / "bench" / started
+    out_dir: Path = (args.out_dir or REPO_ROOT / ".run" / "bench" / started).resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
-    results: dict[str, Any] = {"started": started, "command": shlex.join([sys.executable, "-m", "bench", *(argv or sys.argv[1:])])}
+    results: dict[str, Any] = {
+        "started": started,
+        "command": shlex.join([sys.executable, "-m", "bench", *(argv or sys.argv[1:])]),
+    }
     _log(f"results in {out_dir}")
     if args.part1:
-        workload = Workload(CachePaths(default_cache_dir()).default_model_dir, args.input_len, args.output_len)
-        config = ServingConfig(
-            out_dir=out_dir / "part1",
-            workload=workload,
-            systems=args.systems,
-            concurrencies=args.concurrency,
-            prompts_per_concurrency=args.prompts_per_concurrency,
-            min_prompts=args.min_prompts,
-            num_prompts=args.num_prompts,
-            warmups=args.warmups,
-            nonstream_concurrency=args.nonstream_concurrency,
-        )
-        runs = Serving(config, _log).run()
-        results["serving"] = {"runs": runs, "ratios": report.serving_ratios(runs)}
-        for row in results["serving"]["ratios"]:
-            _log("  ratios " + ", ".join(f"{k}={v:.3f}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items() if v is not None))
+        results["serving"] = _part1(args, out_dir / "part1")
     if args.part2:
-        config = CostConfig(
-            out_dir=out_dir / "part2",
-            streams=args.streams,
-            max_tokens=args.max_tokens,
-            duration_s=args.duration,
-            latency_requests=args.latency_requests,
-            rss_streams=args.rss_streams,
-            rss_max_tokens=args.rss_max_tokens,
-            slow_token_delay_s=args.rss_token_delay,
-        )
-        results["gateway_cost"] = GatewayCost(config, _log).run()
-        for name, value in report.cost_figures(results["gateway_cost"]).items():
-            _log(f"  {name}: {value:,.3f}" if isinstance(value, float) else f"  {name}: {value}")
+        results["gateway_cost"] = _part2(args, out_dir / "part2")
     results["targets"] = report.targets(
-        results.get("serving", {}).get("runs", []), results.get("serving", {}).get("ratios", []), results.get("gateway_cost")
+        results.get("serving", {}).get("runs", []),
+        results.get("serving", {}).get("ratios", []),
+        results.get("gateway_cost") if "error" not in results.get("gateway_cost", {}) else None,
     )
     _log("targets:")
     _print_targets(results["targets"])
@@ -123,6 +160,8 @@ def main(argv: list[str] | None = None) -> None:
     else:
         written.append(png)
     _log("wrote " + ", ".join(str(p) for p in written))
+    if any("error" in results.get(key, {}) for key in ("serving", "gateway_cost")):
+        sys.exit(1)
 
 
 if __name__ == "__main__":

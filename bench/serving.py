@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench.engine_config import differences
 from bench.jobs import run_json, run_module
 from bench.net import free_port
 from bench.prompts import Workload
@@ -83,10 +84,13 @@ class Serving:
             "--url", grpc_url, "--model", self.config.model, "--prompts", str(self.prompts(count)),
             "--concurrency", str(concurrency), "--warmups", str(self.config.warmups_for(concurrency)),
         ]  # fmt: skip
-        self._add(run_json("bench.triton_load", args, self.config.out_dir / f"B-grpc-c{concurrency}.json", 3600), "triton-grpc")
+        self._add(
+            run_json("bench.triton_load", args, self.config.out_dir / f"B-grpc-c{concurrency}.json", 3600),
+            "triton-grpc",
+        )
 
     def _stream_vs_plain(self, base_url: str) -> None:
-        """Our own client for both, since `vllm bench serve` only streams: the same prompts, with and without `stream`."""
+        """The same prompts with and without `stream`, from our own client (`vllm bench serve` only streams)."""
         concurrency = self.config.nonstream_concurrency
         prompts = self.prompts(self.config.prompts_for(concurrency))
         for stream in (True, False):
@@ -129,6 +133,10 @@ class Serving:
             for concurrency in cfg.concurrencies:
                 self._vllm_bench("C", server.url, concurrency)
         self.log("vllm serve stopped")
+
+    def engine_config(self) -> dict[str, Any]:
+        """The engine configuration A's and C's engines logged, and the fields where they differ."""
+        return differences(self.config.out_dir / "stack" / "triton.log", self.config.out_dir / "vllm-serve.log")
 
     def run(self) -> list[dict[str, Any]]:
         self.config.out_dir.mkdir(parents=True, exist_ok=True)

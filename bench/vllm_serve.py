@@ -45,7 +45,7 @@ def serve_argv(model_dir: Path, port: int, served_name: str = DEFAULT_MODEL_NAME
 
 
 def _env() -> dict[str, str]:
-    """What Triton's environment gives the engine (localstack.stack.LocalStack._triton_env), minus Triton's libraries."""
+    """What Triton's environment gives the engine (LocalStack._triton_env), minus Triton's own libraries."""
     env = dict(os.environ)
     env["PATH"] = f"{Path(sys.executable).parent}:{env.get('PATH', '')}"
     env.setdefault("VLLM_CONFIGURE_LOGGING", "1")

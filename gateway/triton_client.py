@@ -81,18 +81,20 @@ class TritonClient:
     async def generate(self, request: GenerateRequest) -> AsyncIterator[GenerateChunk]:
         """Streams one request's responses. Closing the iterator cancels the request in Triton."""
         call = self._stub.ModelStreamInfer(iter([encode_request(request)]), timeout=self.request_timeout_s)
+        completed = False
         try:
+            # Read to the stream's end: Triton closes it after the final response. Cancelling a
+            # finished call instead would leave Triton holding the request's state.
             async for response in call:
                 if response.error_message:
                     raise stream_error(response.error_message)
-                chunk = decode_response(response.infer_response)
-                yield chunk
-                if chunk.final:
-                    return
+                yield decode_response(response.infer_response)
+            completed = True
         except grpc.aio.AioRpcError as exc:
             raise _rpc_error(exc) from None
         finally:
-            call.cancel()
+            if not completed:  # an error, or the client went away: stop the request in Triton
+                call.cancel()
 
     async def server_ready(self) -> bool:
         try:

@@ -35,7 +35,7 @@ install_venv() {
   # 3. Pins that no single resolve satisfies together with vLLM (see the file).
   pip_quiet install -q --progress-bar off --no-deps $(grep -E '^(numpy|protobuf)==' "$ROOT/requirements/constraints.txt")
   # 4. The project, the Triton client and the test tools, under those pins.
-  pip_quiet install -q --progress-bar off -c "$ROOT/requirements/constraints.txt" -e "$ROOT[stack,test]"
+  pip_quiet install -q --progress-bar off -c "$ROOT/requirements/constraints.txt" -e "$ROOT[stack,test,bench]"
   # 5. Triton's server files only; the wheel's Python API is not used.
   pip_quiet install -q --progress-bar off --no-deps -r "$ROOT/requirements/triton.txt"
   echo "$wanted" > "$marker"

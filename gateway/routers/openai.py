@@ -10,8 +10,7 @@ from typing import Any, Protocol
 
 import orjson
 from fastapi import APIRouter, Depends, Request
-from fastapi.responses import ORJSONResponse
-from sse_starlette import EventSourceResponse
+from fastapi.responses import ORJSONResponse, StreamingResponse
 
 from gateway.core import chat, completions
 from gateway.core.choices import ChoiceAccumulator, ChoiceDelta, usage
@@ -34,8 +33,14 @@ class Render(Protocol):
     def response(self, acc: ChoiceAccumulator) -> dict[str, Any]: ...
 
 
-def _event(payload: dict[str, Any]) -> str:
-    return orjson.dumps(payload).decode()
+_DONE = b"data: [DONE]\n\n"
+# Server-sent events, written as plain framed bytes: one send per event and no per-event
+# task or timeout, which a profile showed to cost more than the rest of the gateway.
+_SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+
+
+def _event(payload: dict[str, Any]) -> bytes:
+    return b"data: " + orjson.dumps(payload) + b"\n\n"
 
 
 def _outcome(exc: OpenAIError) -> str:
@@ -97,7 +102,7 @@ class Generation:
             self._finish("disconnected")
             raise
 
-    async def _stream(self) -> EventSourceResponse:
+    async def _stream(self) -> StreamingResponse:
         chunks = self._chunks()
         # Wait for the first response so that errors before any output get a real HTTP status.
         try:
@@ -105,11 +110,11 @@ class Generation:
         except BaseException:
             await chunks.aclose()
             raise
-        return EventSourceResponse(self._events(first, chunks), sep="\n")
+        return StreamingResponse(self._events(first, chunks), media_type="text/event-stream", headers=_SSE_HEADERS)
 
     async def _events(
         self, first: tuple[int, GenerateChunk] | None, rest: AsyncIterator[tuple[int, GenerateChunk]]
-    ) -> AsyncIterator[str]:
+    ) -> AsyncIterator[bytes]:
         try:
             if first is not None:
                 for payload in self._payloads(first):
@@ -129,7 +134,7 @@ class Generation:
             raise
         finally:
             await rest.aclose()
-        yield "[DONE]"
+        yield _DONE
 
     async def _complete(self, request: Request) -> ORJSONResponse:
         work = asyncio.ensure_future(self._collect())
