@@ -20,6 +20,7 @@ import uuid  # noqa: E402
 from typing import Any  # noqa: E402
 
 import numpy as np  # noqa: E402
+import psutil  # noqa: E402
 import triton_python_backend_utils as pb_utils  # noqa: E402
 from vllm import AsyncEngineArgs  # noqa: E402
 from vllm.engine.async_llm_engine import AsyncLLMEngine  # noqa: E402
@@ -34,6 +35,7 @@ from vllm_backend.metrics import COUNTER, GAUGE, FamilySpec, MetricsSink, family
 from vllm_backend.metrics import stat_logger_factory  # noqa: E402
 from vllm_backend.outputs import OutputOptions, output_arrays  # noqa: E402
 from vllm_backend.params import BackendParams  # noqa: E402
+from vllm_backend.reaper import Reaper  # noqa: E402
 from vllm_backend.sampling import SamplingError, sampling_from_json  # noqa: E402
 
 _CANCEL_POLL_S = 0.05
@@ -129,6 +131,7 @@ class TritonPythonModel:
         self.loop = asyncio.new_event_loop()
         self.loop_thread = threading.Thread(target=self.loop.run_forever, name="vllm-backend-loop", daemon=True)
         self.loop_thread.start()
+        self.reaper = Reaper()
         self.engine = self._run(self._start_engine())
         self.tokenizer = self.engine.get_tokenizer()
         self._set_healthy(True)
@@ -153,7 +156,11 @@ class TritonPythonModel:
 
     async def _start_engine(self) -> AsyncLLMEngine:
         loggers = [stat_logger_factory(self.sink)] if self.sink is not None else None
-        return AsyncLLMEngine.from_engine_args(AsyncEngineArgs(**self.engine_args), stat_loggers=loggers)
+        engine = AsyncLLMEngine.from_engine_args(AsyncEngineArgs(**self.engine_args), stat_loggers=loggers)
+        # The engine's processes are this stub's children (the reaper excepted): stop them if the stub dies.
+        children = psutil.Process().children(recursive=True)
+        self.reaper.guard([p for p in children if p.pid != self.reaper.process.pid])
+        return engine
 
     def finalize(self) -> None:
         self.logger.log_info("[vllm] shutting down the engine")
@@ -165,6 +172,7 @@ class TritonPythonModel:
             engine.shutdown()
         if self.sink is not None:
             self.sink.close()
+        self.reaper.close()
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.loop_thread.join(timeout=10)
 

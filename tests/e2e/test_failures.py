@@ -4,7 +4,9 @@ and brings it back."""
 from __future__ import annotations
 
 import json
+import shutil
 import time
+from pathlib import Path
 
 import httpx
 import pytest
@@ -107,3 +109,84 @@ def test_triton_down_then_back_without_restarting_the_gateway(stack: LocalStack,
         reply = client.post("/v1/completions", json={"model": model_name, "prompt": "Hello", "max_tokens": 3})
         assert reply.status_code == 200 and reply.json()["usage"]["completion_tokens"] == 3
         assert sample_value(client.get("/metrics").text, "gateway_federation_up") == 1.0
+
+
+def test_a_crashed_stub_leaves_no_engine_process(stack: LocalStack, model_name: str) -> None:
+    engines = stack.engine_processes()
+    assert engines
+    stubs = [p for p in stack.triton.descendants() if "triton_python_backend_stub" in " ".join(p.cmdline())]
+    for stub in stubs:
+        stub.kill()
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and any(p.is_running() and p.status() != "zombie" for p in engines):
+        time.sleep(0.2)
+    assert not [p.pid for p in engines if p.is_running() and p.status() != "zombie"], "the engine outlived its stub"
+    api = f"{stack.triton_http_url}/v2/repository/models/{model_name}"
+    httpx.post(f"{api}/unload", timeout=120)
+    httpx.post(f"{api}/load", timeout=600).raise_for_status()
+    with httpx.Client(base_url=stack.gateway_url, timeout=30) as client:
+        _wait_status(client, 200, timeout_s=60)
+
+
+def _write_adapter(folder: Path, scale: float, layers: int = 30, rank: int = 8) -> Path:
+    """A LoRA adapter on q_proj and v_proj of SmolLM2-135M; zero weights leave the model unchanged."""
+    import torch
+    from safetensors.torch import save_file
+
+    generator = torch.Generator().manual_seed(0)
+    tensors = {}
+    for layer in range(layers):
+        for module, out_dim in (("q_proj", 576), ("v_proj", 192)):
+            prefix = f"base_model.model.model.layers.{layer}.self_attn.{module}"
+            tensors[f"{prefix}.lora_A.weight"] = torch.randn(rank, 576, generator=generator) * scale
+            tensors[f"{prefix}.lora_B.weight"] = torch.randn(out_dim, rank, generator=generator) * scale
+    folder.mkdir(parents=True, exist_ok=True)
+    save_file(tensors, str(folder / "adapter_model.safetensors"))
+    config = {"peft_type": "LORA", "task_type": "CAUSAL_LM", "r": rank, "lora_alpha": rank, "lora_dropout": 0.0,
+              "target_modules": ["q_proj", "v_proj"], "bias": "none", "fan_in_fan_out": False}  # fmt: skip
+    (folder / "adapter_config.json").write_text(json.dumps(config))
+    return folder
+
+
+def test_multi_lora_end_to_end(stack: LocalStack, model_name: str) -> None:
+    """Adapters made here, served through multi_lora.json and chosen per request with lora_name."""
+    from localstack.model_repo import cpu_engine_args
+
+    repository = stack.config.run_dir / "model_repository"
+    lora_model = repository / "smollm2-lora"
+    version = lora_model / "1"
+    version.mkdir(parents=True, exist_ok=True)
+    (lora_model / "config.pbtxt").write_text((repository / model_name / "config.pbtxt").read_text())
+    engine = {**cpu_engine_args(stack.config.cache.default_model_dir), "enable_lora": True, "max_lora_rank": 8}
+    (version / "model.json").write_text(json.dumps(engine))
+    _write_adapter(version / "zero", 0.0)
+    _write_adapter(version / "strong", 0.5)
+    (version / "multi_lora.json").write_text(json.dumps({"zero": "zero", "strong": "strong"}))
+
+    api = f"{stack.triton_http_url}/v2/repository/models"
+    httpx.post(f"{api}/{model_name}/unload", timeout=120).raise_for_status()  # one engine at a time
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and stack.engine_processes():
+        time.sleep(0.5)
+    try:
+        httpx.post(f"{api}/smollm2-lora/load", timeout=600).raise_for_status()
+
+        def generate(**sampling: object) -> httpx.Response:
+            body = {"text_input": "The capital of France is", "max_tokens": 8, "temperature": 0,
+                    "exclude_input_in_output": True, **sampling}  # fmt: skip
+            return httpx.post(f"{stack.triton_http_url}/v2/models/smollm2-lora/generate", json=body, timeout=120)
+
+        base = generate().json()["text_output"]
+        assert generate(lora_name="zero").json()["text_output"] == base
+        assert generate(lora_name="strong").json()["text_output"] != base
+        unknown = generate(lora_name="other")
+        assert "LoRA other is not supported, we currently support ['zero', 'strong']" in unknown.text
+    finally:
+        httpx.post(f"{api}/smollm2-lora/unload", timeout=120)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and stack.engine_processes():
+            time.sleep(0.5)
+        shutil.rmtree(lora_model)  # out of the repository, so readiness looks at the served model only
+        httpx.post(f"{api}/{model_name}/load", timeout=600).raise_for_status()
+    with httpx.Client(base_url=stack.gateway_url, timeout=30) as client:
+        _wait_status(client, 200, timeout_s=30)
