@@ -28,6 +28,8 @@ def engine_flags(engine_args: dict[str, Any]) -> list[str]:
         if isinstance(value, bool):
             if value:
                 flags.append(flag)
+            elif key.startswith("enable_"):  # vLLM's on-by-default switches take a --no- form
+                flags.append("--no-" + flag[2:])
         elif value is not None:
             flags += [flag, str(value)]
     return flags

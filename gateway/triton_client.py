@@ -19,6 +19,10 @@ _CHANNEL_OPTIONS = [
     ("grpc.max_send_message_length", -1),
     ("grpc.max_receive_message_length", -1),
     ("grpc.keepalive_time_ms", 30_000),
+    # Reconnect quickly after Triton restarts: gRPC's default backoff grows to two minutes.
+    ("grpc.initial_reconnect_backoff_ms", 250),
+    ("grpc.min_reconnect_backoff_ms", 250),
+    ("grpc.max_reconnect_backoff_ms", 2_000),
 ]
 
 

@@ -21,6 +21,9 @@ def cpu_engine_args(model_dir: Path) -> dict[str, Any]:
         # On the CPU this is the share of NUMA node 0's memory for weights plus KV cache.
         "gpu_memory_utilization": 0.4,
         "disable_log_stats": False,
+        # Recomputing every prompt keeps greedy outputs identical from one request to the next
+        # (a prefix-cache hit computes in another order, and bf16 rounding then differs).
+        "enable_prefix_caching": False,
     }
 
 
