@@ -1,6 +1,6 @@
 """Ratios, targets and the written report (JSON and markdown), from the raw runs of both parts.
 
-Every figure of the issue is a ratio between systems measured side by side in the same run, so the
+Every target is a ratio between systems measured side by side in the same run, so the
 targets are checked on ratios, never on absolute numbers."""
 
 from __future__ import annotations
