@@ -11,7 +11,7 @@ from typing import Any
 
 from bench.fake_upstream import SLOW_MODEL_NAME, FakeUpstreamStack
 from bench.jobs import bench_env, run_json
-from bench.net import free_port, http_ok
+from localstack.net import free_port, http_ok
 from bench.proc_stats import Usage, Watch
 from localstack.paths import DEFAULT_MODEL_NAME, REPO_ROOT
 from localstack.processes import Service, wait_until

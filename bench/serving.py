@@ -11,7 +11,7 @@ from typing import Any
 
 from bench.engine_config import differences
 from bench.jobs import run_json, run_module
-from bench.net import free_port
+from localstack.net import free_port
 from bench.prompts import Workload
 from bench.vllm_bench import run_vllm_bench
 from bench.vllm_serve import VllmServer

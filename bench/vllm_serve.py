@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from bench.net import http_ok
+from localstack.net import http_ok
 from localstack.model_repo import cpu_engine_args
 from localstack.paths import DEFAULT_MODEL_NAME
 from localstack.processes import Service, wait_until

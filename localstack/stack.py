@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import os
 import sys
-import urllib.error
-import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,6 +22,7 @@ from localstack.paths import (
 )
 import psutil
 
+from localstack.net import http_ok
 from localstack.processes import Service, wait_until
 
 
@@ -58,14 +57,6 @@ class StackConfig:
     model_name: str = DEFAULT_MODEL_NAME
     start_timeout_s: float = 600.0
     gateway_env: dict[str, str] = field(default_factory=dict)
-
-
-def _http_ok(url: str, timeout_s: float = 2.0) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=timeout_s) as response:
-            return response.status == 200
-    except (urllib.error.URLError, OSError):
-        return False
 
 
 class LocalStack:
@@ -138,7 +129,7 @@ class LocalStack:
 
     def wait_triton_ready(self) -> None:
         url = f"{self.triton_http_url}/v2/models/{self.config.model_name}/ready"
-        if not wait_until(lambda: _http_ok(url), self.config.start_timeout_s, 1.0, self.triton):
+        if not wait_until(lambda: http_ok(url), self.config.start_timeout_s, 1.0, self.triton):
             raise StackError(f"Triton did not become ready:\n{self.triton.log_tail() if self.triton else ''}")
 
     def start_gateway(self) -> None:
@@ -158,7 +149,7 @@ class LocalStack:
         )
 
     def wait_gateway_ready(self, timeout_s: float = 60.0) -> None:
-        if not wait_until(lambda: _http_ok(f"{self.gateway_url}/health/ready"), timeout_s, 0.5, self.gateway):
+        if not wait_until(lambda: http_ok(f"{self.gateway_url}/health/ready"), timeout_s, 0.5, self.gateway):
             raise StackError(f"the gateway did not become ready:\n{self.gateway.log_tail() if self.gateway else ''}")
 
     def engine_processes(self) -> list:

@@ -2,19 +2,13 @@
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from localstack.net import free_port
 from localstack.stack import LocalStack, StackConfig, stray_processes
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def pytest_configure(config: pytest.Config) -> None:

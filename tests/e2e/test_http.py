@@ -11,7 +11,7 @@ import pytest
 
 from localstack.processes import Service, wait_until
 from localstack.stack import LocalStack
-from tests.conftest import free_port
+from localstack.net import free_port
 
 
 @pytest.fixture(scope="module")

@@ -1,5 +1,5 @@
-"""Free ports and HTTP readiness polls, so every server of a run gets its own ports and is used only
-once it answers."""
+"""Free ports and HTTP readiness polls: every server of a run gets its own ports and is used only once
+it answers."""
 
 from __future__ import annotations
 
