@@ -66,6 +66,8 @@ def encode_request(request: GenerateRequest) -> pb.ModelInferRequest:
 
 def decode_bytes(raw: bytes) -> list[str]:
     """Triton's BYTES layout: each element is a little-endian uint32 length, then the bytes."""
+    if len(raw) >= 4 and _LEN.unpack_from(raw)[0] + 4 == len(raw):  # one element: one token of one sequence
+        return [raw[4:].decode("utf-8", errors="replace")]
     items, offset, end = [], 0, len(raw)
     while offset < end:
         (length,) = _LEN.unpack_from(raw, offset)
@@ -76,6 +78,8 @@ def decode_bytes(raw: bytes) -> list[str]:
 
 
 def _decode_uint32(raw: bytes) -> list[int]:
+    if len(raw) == 4:
+        return [_LEN.unpack(raw)[0]]
     return list(struct.unpack(f"<{len(raw) // 4}I", raw))
 
 

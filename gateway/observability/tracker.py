@@ -19,6 +19,9 @@ class GenerationTracker:
         self.finished = False
         if record is not None:
             record.model, record.endpoint = model, endpoint
+        # Label lookups take a lock and a dict search: done once here, not per token.
+        self._ttft = metrics.ttft.labels(model, endpoint)
+        self._itl = metrics.itl.labels(model, endpoint)
         metrics.in_flight.labels(*self.labels).inc()
 
     def upstream_id(self, request_id: str) -> None:
@@ -29,11 +32,11 @@ class GenerationTracker:
         now = time.perf_counter()
         if self.first is None:
             self.first = now
-            self.metrics.ttft.labels(*self.labels).observe(now - self.started)
+            self._ttft.observe(now - self.started)
             if self.record is not None:
                 self.record.ttft_s = round(now - self.started, 6)
         elif self.last is not None:
-            self.metrics.itl.labels(*self.labels).observe(now - self.last)
+            self._itl.observe(now - self.last)
         self.last = now
 
     def finish(

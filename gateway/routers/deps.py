@@ -8,7 +8,8 @@ from gateway.errors import model_not_found
 from gateway.triton_client import TritonClient
 
 
-def triton(request: Request) -> TritonClient:
+async def triton(request: Request) -> TritonClient:
+    """Async, so FastAPI calls it in the event loop instead of a worker thread."""
     return request.app.state.triton
 
 

@@ -65,13 +65,14 @@ class Generation:
         self.body = body
         self.tracker = tracker
         self.acc = ChoiceAccumulator(body.n * len(upstreams), top_logprobs)
+        self.continuous_usage = body.continuous_usage
 
     def _chunks(self) -> AsyncIterator[tuple[int, GenerateChunk]]:
         return merge([self.client.generate(upstream) for upstream in self.upstreams])
 
     def _payloads(self, item: tuple[int, GenerateChunk]) -> list[dict[str, Any]]:
         payloads = [payload for delta in self._deltas(item) for payload in self.render.chunks(delta)]
-        if self.body.continuous_usage:
+        if self.continuous_usage:
             for payload in payloads:
                 payload["usage"] = usage(self.acc.prompt_tokens, self.acc.completion_tokens)
         return payloads
