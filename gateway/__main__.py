@@ -4,19 +4,22 @@ from __future__ import annotations
 
 import uvicorn
 
+from gateway.observability.multiprocess import shared_metrics_dir
 from gateway.settings import get_settings
 
 
 def main() -> None:
     settings = get_settings()
-    uvicorn.run(
-        "gateway.app:create_app",
-        factory=True,
-        host=settings.host,
-        port=settings.port,
-        log_level=settings.log_level,
-        access_log=False,
-    )
+    with shared_metrics_dir(settings.workers, settings.prometheus_multiproc_dir):
+        uvicorn.run(
+            "gateway.app:create_app",
+            factory=True,
+            host=settings.host,
+            port=settings.port,
+            workers=settings.workers,
+            log_level=settings.log_level,
+            access_log=False,
+        )
 
 
 if __name__ == "__main__":

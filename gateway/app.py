@@ -13,6 +13,7 @@ from gateway.errors import install_error_handlers
 from gateway.observability.federation import TritonMetricsFederation
 from gateway.observability.llm_metrics import LLMMetrics
 from gateway.observability.logs import configure_logging
+from gateway.observability.multiprocess import forget_this_worker
 from gateway.observability.request_context import RequestContextMiddleware
 from gateway.routers import health, metrics, models, openai
 from gateway.settings import Settings, get_settings
@@ -37,6 +38,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         finally:
             await app.state.federation.close()
             await app.state.triton.close()
+            forget_this_worker(settings.prometheus_multiproc_dir)
 
     app = FastAPI(title="Triton vLLM OpenAI gateway", lifespan=lifespan)
     app.state.settings = settings

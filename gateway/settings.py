@@ -36,6 +36,13 @@ class Settings(BaseSettings):
     tool_call_parsers: dict[str, Literal["hermes", "llama3_json", "mistral"]] = Field(
         default_factory=dict, description="per-model tool-call parser (a JSON object: model -> parser)"
     )
+    workers: int = Field(1, ge=1, description="gateway processes serving the port; metrics count all of them")
+    prometheus_multiproc_dir: str | None = Field(
+        None,
+        validation_alias="PROMETHEUS_MULTIPROC_DIR",
+        description="folder where workers share metric values (prometheus_client's own variable, no prefix); "
+        "a temporary one is made when workers > 1 and it is unset",
+    )
     log_level: str = "info"
     log_content: bool = Field(False, description="put prompts and outputs in the request logs")
 

@@ -132,21 +132,24 @@ class LocalStack:
         if not wait_until(lambda: http_ok(url), self.config.start_timeout_s, 1.0, self.triton):
             raise StackError(f"Triton did not become ready:\n{self.triton.log_tail() if self.triton else ''}")
 
-    def start_gateway(self) -> None:
+    def gateway_service(self, name: str, port: int, extra_env: dict[str, str] | None = None) -> Service:
+        """A gateway process in front of this stack's Triton (started; the caller stops it)."""
         cfg = self.config
         env = dict(os.environ)
         env.update(
             {
                 "GATEWAY_HOST": cfg.gateway_host,
-                "GATEWAY_PORT": str(cfg.gateway_port),
+                "GATEWAY_PORT": str(port),
                 "GATEWAY_TRITON_GRPC_URL": f"127.0.0.1:{cfg.grpc_port}",
                 "GATEWAY_TRITON_METRICS_URLS": f'["{self.triton_metrics_url}"]',
                 **cfg.gateway_env,
+                **(extra_env or {}),
             }
         )
-        self.gateway = Service(
-            "gateway", [sys.executable, "-m", "gateway"], env, cfg.run_dir / "gateway.log", cwd=REPO_ROOT
-        )
+        return Service(name, [sys.executable, "-m", "gateway"], env, cfg.run_dir / f"{name}.log", cwd=REPO_ROOT)
+
+    def start_gateway(self) -> None:
+        self.gateway = self.gateway_service("gateway", self.config.gateway_port)
 
     def wait_gateway_ready(self, timeout_s: float = 60.0) -> None:
         if not wait_until(lambda: http_ok(f"{self.gateway_url}/health/ready"), timeout_s, 0.5, self.gateway):

@@ -19,7 +19,11 @@ class LLMMetrics:
             registry=registry,
         )
         self.in_flight = Gauge(
-            "gateway_requests_in_flight", "Generation requests being served.", ["model", "endpoint"], registry=registry
+            "gateway_requests_in_flight",
+            "Generation requests being served.",
+            ["model", "endpoint"],
+            registry=registry,
+            multiprocess_mode="livesum",  # with several workers: the sum over the running ones
         )
         self.ttft = Histogram(
             "gateway_time_to_first_token_seconds",
