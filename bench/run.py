@@ -49,6 +49,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     one.add_argument(
         "--nonstream-concurrency", type=int, default=64, help="streaming vs not on A at this concurrency; 0 skips"
     )
+    one.add_argument("--ttft-pairs", type=int, default=200, help="A/B request pairs for the added TTFT; 0 skips")
 
     two = parser.add_argument_group("part 2")
     two.add_argument("--streams", type=int, default=64, help="concurrent streams (default 64)")
@@ -90,6 +91,7 @@ def _part1(args: argparse.Namespace, out_dir: Path) -> dict[str, Any]:
         num_prompts=args.num_prompts,
         warmups=args.warmups,
         nonstream_concurrency=args.nonstream_concurrency,
+        ttft_pairs=args.ttft_pairs,
     )
     serving = Serving(serving_config, _log)
     part: dict[str, Any] = {}
@@ -99,6 +101,7 @@ def _part1(args: argparse.Namespace, out_dir: Path) -> dict[str, Any]:
         _log(f"part 1 failed: {exc}")
         part["error"] = str(exc)
     part["runs"] = serving.runs
+    part["ttft_pairs"] = serving.ttft_pairs
     part["engine_config"] = serving.engine_config()
     if part["engine_config"]["differ"] is not None:
         _log(f"  engine configuration, A vs C, differs in: {part['engine_config']['differ'] or 'nothing'}")
@@ -149,6 +152,7 @@ def main(argv: list[str] | None = None) -> None:
     results["targets"] = report.targets(
         results.get("serving", {}).get("runs", []),
         results.get("serving", {}).get("ratios", []),
+        results.get("serving", {}).get("ttft_pairs"),
         results.get("gateway_cost") if "error" not in results.get("gateway_cost", {}) else None,
     )
     _log("targets:")

@@ -32,6 +32,7 @@ class ServingConfig:
     num_prompts: int | None = None  # fixed count for every level, else a few times the concurrency
     warmups: int | None = None  # per run; None: one request per concurrent slot
     nonstream_concurrency: int = 64  # 0 skips the streaming/non-streaming check
+    ttft_pairs: int = 200  # A-then-B pairs, one request at a time, for the gateway's added TTFT; 0 skips
     model: str = DEFAULT_MODEL_NAME
 
     def prompts_for(self, concurrency: int) -> int:
@@ -46,6 +47,7 @@ class Serving:
         self.config = config
         self.log = log
         self.runs: list[dict[str, Any]] = []
+        self.ttft_pairs: dict[str, Any] | None = None
         self._prompt_files: dict[int, Path] = {}
 
     def prompts(self, count: int) -> Path:
@@ -104,6 +106,19 @@ class Serving:
             result["system"] = "A"
             self._add(result, name)
 
+    def _paired_ttft(self, base_url: str, grpc_url: str) -> None:
+        cfg = self.config
+        args = [
+            "--gateway-url", base_url, "--grpc-url", grpc_url, "--model", cfg.model,
+            "--prompts", str(self.prompts(cfg.prompts_for(1))), "--pairs", str(cfg.ttft_pairs),
+        ]  # fmt: skip
+        self.ttft_pairs = run_json("bench.ttft_pairs", args, cfg.out_dir / "ttft-pairs.json", 1800)
+        p = self.ttft_pairs
+        self.log(
+            f"  A-B TTFT, {p['pairs']} pairs one at a time: median {p['diff_median_ms']:.2f} ms "
+            f"(A p50 {p['a_ttft_p50_ms']:.1f} ms, B p50 {p['b_ttft_p50_ms']:.1f} ms)"
+        )
+
     def run_triton_side(self) -> None:
         """A and B, side by side per concurrency, on one local stack."""
         cfg = self.config
@@ -124,6 +139,8 @@ class Serving:
                     self._triton_direct(grpc_url, concurrency)
             if "A" in cfg.systems and cfg.nonstream_concurrency:
                 self._stream_vs_plain(stack.gateway_url)
+            if {"A", "B"} <= cfg.systems and cfg.ttft_pairs:
+                self._paired_ttft(stack.gateway_url, grpc_url)
         self.log("local stack stopped")
 
     def run_vllm_side(self) -> None:

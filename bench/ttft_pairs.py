@@ -1,0 +1,100 @@
+"""The gateway's added time to first token, measured in pairs: each prompt goes once through the gateway
+(A) and once straight to Triton (B), one request at a time, in alternating order. The median of the paired
+differences cancels the drift of a shared machine, which separate runs of a few requests do not.
+
+`python -m bench.ttft_pairs --gateway-url http://127.0.0.1:9000 --grpc-url 127.0.0.1:8001 --prompts p.json --out r.json`
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import tritonclient.grpc.aio as grpcclient
+
+from bench import http_load, triton_load
+from bench.loadgen import RequestRecord
+from bench.prompts import load_prompts
+
+
+async def _gateway_ttft(session: aiohttp.ClientSession, url: str, model: str, prompt: str, max_tokens: int) -> float:
+    record = RequestRecord(start=time.perf_counter())
+    await http_load.one_request(session, url, http_load.payload(model, prompt, max_tokens, True, False), record)
+    if not record.ok or record.ttft is None:
+        raise RuntimeError(f"gateway request failed: {record.error}")
+    return record.ttft
+
+
+async def _triton_ttft(client: grpcclient.InferenceServerClient, model: str, prompt: str, max_tokens: int) -> float:
+    record = RequestRecord(start=time.perf_counter())
+    await triton_load.one_request(client, model, prompt, max_tokens, record)
+    if not record.ok or record.ttft is None:
+        raise RuntimeError(f"Triton request failed: {record.error}")
+    return record.ttft
+
+
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    prompts = [row["prompt"] for row in load_prompts(Path(args.prompts))] if args.prompts else ["Once upon a time"]
+    url = f"{args.gateway_url.rstrip('/')}/v1/completions"
+    client = grpcclient.InferenceServerClient(args.grpc_url)
+    a_ttfts, b_ttfts = [], []
+    try:
+        async with aiohttp.ClientSession() as session:
+
+            async def a(prompt: str) -> float:
+                return await _gateway_ttft(session, url, args.model, prompt, args.max_tokens)
+
+            async def b(prompt: str) -> float:
+                return await _triton_ttft(client, args.model, prompt, args.max_tokens)
+
+            for prompt in prompts[: args.warmups]:
+                await a(prompt)
+                await b(prompt)
+            for i in range(args.pairs):
+                prompt = prompts[i % len(prompts)]
+                if i % 2 == 0:
+                    a_ttfts.append(await a(prompt))
+                    b_ttfts.append(await b(prompt))
+                else:
+                    b_ttfts.append(await b(prompt))
+                    a_ttfts.append(await a(prompt))
+    finally:
+        await client.close()
+    diffs = [(x - y) * 1000 for x, y in zip(a_ttfts, b_ttfts)]
+    return {
+        "pairs": len(diffs),
+        "max_tokens": args.max_tokens,
+        "a_ttft_p50_ms": statistics.median(a_ttfts) * 1000,
+        "b_ttft_p50_ms": statistics.median(b_ttfts) * 1000,
+        "diff_median_ms": statistics.median(diffs),
+        "diff_mean_ms": statistics.fmean(diffs),
+        "diffs_ms": diffs,
+    }
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--gateway-url", required=True, help="the gateway's base URL")
+    parser.add_argument("--grpc-url", required=True, help="Triton's gRPC host:port")
+    parser.add_argument("--model", default="smollm2-135m-instruct")
+    parser.add_argument("--prompts", help="JSON from bench.prompts; without it one short prompt is reused")
+    parser.add_argument("--pairs", type=int, default=200)
+    parser.add_argument("--warmups", type=int, default=2)
+    parser.add_argument("--max-tokens", type=int, default=2, help="only the first token is timed")
+    parser.add_argument("--out", required=True)
+    return parser.parse_args(argv)
+
+
+def main() -> None:
+    args = parse_args()
+    Path(args.out).write_text(json.dumps(asyncio.run(run(args)), indent=2))
+
+
+if __name__ == "__main__":
+    main()
