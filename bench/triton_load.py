@@ -71,8 +71,10 @@ async def one_request(
             if "text_output" not in outputs:  # an empty final response
                 finished = True
                 continue
-            timer.chunk()
-            record.payload_bytes += len(outputs["text_output"]) - 4
+            text_bytes = len(outputs["text_output"]) - 4
+            if text_bytes > 0:  # timed like `vllm bench serve` times A and C: from the first non-empty text
+                timer.chunk()
+            record.payload_bytes += text_bytes
             counts = outputs.get("num_output_tokens")
             record.output_tokens += sum(value for (value,) in _U32.iter_unpack(counts)) if counts else 1
             finished = outputs.get("finish_reason", b"")[4:] not in (b"None", b"")

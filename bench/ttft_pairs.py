@@ -86,7 +86,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--prompts", help="JSON from bench.prompts; without it one short prompt is reused")
     parser.add_argument("--pairs", type=int, default=200)
     parser.add_argument("--warmups", type=int, default=2)
-    parser.add_argument("--max-tokens", type=int, default=2, help="only the first token is timed")
+    parser.add_argument("--max-tokens", type=int, default=4, help="only the first text is timed")
     parser.add_argument("--out", required=True)
     return parser.parse_args(argv)
 
