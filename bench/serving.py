@@ -115,7 +115,7 @@ class Serving:
         self.ttft_pairs = run_json("bench.ttft_pairs", args, cfg.out_dir / "ttft-pairs.json", 1800)
         p = self.ttft_pairs
         self.log(
-            f"  A-B TTFT, {p['pairs']} pairs one at a time: median {p['diff_median_ms']:.2f} ms "
+            f"  A-B TTFT, {p['pairs']} pairs one at a time: {p['diff_median_ms']:.2f} ms "
             f"(A p50 {p['a_ttft_p50_ms']:.1f} ms, B p50 {p['b_ttft_p50_ms']:.1f} ms)"
         )
 

@@ -11,7 +11,7 @@ import logging
 import re
 import time
 import uuid
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -48,7 +48,8 @@ class RequestRecord:
     output: str | None = None
 
     def log_fields(self, include_content: bool) -> dict[str, Any]:
-        fields = {k: v for k, v in asdict(self).items() if k != "started" and v is not None}
+        # A shallow copy: asdict() deep-copies every value, a tenth of a millisecond per request.
+        fields = {k: v for k, v in vars(self).items() if k != "started" and v is not None}
         if not include_content:
             fields.pop("prompt", None)
             fields.pop("output", None)
