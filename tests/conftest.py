@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Iterator
 from pathlib import Path
+from types import FrameType
 
 import pytest
 
@@ -11,11 +13,18 @@ from localstack.net import free_port
 from localstack.stack import LocalStack, StackConfig, stray_processes
 
 
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "disruptive: kills parts of the shared stack; runs after every other test")
+    # A run stopped from outside (a CI time limit, `timeout`) still stops the stack, as Ctrl-C does.
+    signal.signal(signal.SIGTERM, _interrupt)
 
 
-@pytest.hookimpl(trylast=True)
+# First, so that `-m "not stack"` sees the marker when it deselects.
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if "e2e" in Path(str(item.fspath)).parts:

@@ -10,7 +10,7 @@ from typing import Any, Protocol
 
 import orjson
 from fastapi import APIRouter, Depends, Request
-from fastapi.responses import ORJSONResponse, StreamingResponse
+from fastapi.responses import ORJSONResponse
 
 from gateway.core import chat, completions
 from gateway.core.choices import ChoiceAccumulator, ChoiceDelta, usage
@@ -21,6 +21,7 @@ from gateway.observability.request_context import request_record
 from gateway.observability.tracker import GenerationTracker
 from gateway.protocol import ChatCompletionRequest, CompletionRequest, SamplingFields
 from gateway.routers.deps import resolve_model, triton
+from gateway.routers.disconnects import DisconnectWatch, EventStreamResponse
 from gateway.streams import merge
 from gateway.triton_client import TritonClient
 
@@ -103,7 +104,7 @@ class Generation:
             self._finish("disconnected")
             raise
 
-    async def _stream(self) -> StreamingResponse:
+    async def _stream(self) -> EventStreamResponse:
         chunks = self._chunks()
         # Wait for the first response so that errors before any output get a real HTTP status.
         try:
@@ -111,7 +112,7 @@ class Generation:
         except BaseException:
             await chunks.aclose()
             raise
-        return StreamingResponse(self._events(first, chunks), media_type="text/event-stream", headers=_SSE_HEADERS)
+        return EventStreamResponse(self._events(first, chunks), headers=_SSE_HEADERS)
 
     async def _events(
         self, first: tuple[int, GenerateChunk] | None, rest: AsyncIterator[tuple[int, GenerateChunk]]
@@ -138,31 +139,14 @@ class Generation:
         yield _DONE
 
     async def _complete(self, request: Request) -> ORJSONResponse:
-        work = asyncio.ensure_future(self._collect())
-        watcher = asyncio.ensure_future(_wait_for_disconnect(request))
-        try:
-            done, _ = await asyncio.wait({work, watcher}, return_when=asyncio.FIRST_COMPLETED)
-            if work not in done:  # the client went away: stop the generation in Triton
-                work.cancel()
-                await asyncio.gather(work, return_exceptions=True)
-                self._finish("disconnected")
-                return ORJSONResponse(OpenAIError(499, "client disconnected").body(), status_code=499)
-            work.result()
-        finally:
-            watcher.cancel()
+        async with DisconnectWatch(request.receive) as watch:
+            async for item in self._chunks():
+                self._deltas(item)
+        if watch.disconnected:  # the generation in Triton was stopped by closing its stream
+            self._finish("disconnected")
+            return ORJSONResponse(OpenAIError(499, "client disconnected").body(), status_code=499)
         self._finish("ok")
         return ORJSONResponse(self.render.response(self.acc))
-
-    async def _collect(self) -> None:
-        async for item in self._chunks():
-            self._deltas(item)
-
-
-async def _wait_for_disconnect(request: Request) -> None:
-    while True:
-        message = await request.receive()
-        if message["type"] == "http.disconnect":
-            return
 
 
 def _tracker(request: Request, model: str, endpoint: str, stream: bool) -> GenerationTracker:
