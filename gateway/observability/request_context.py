@@ -6,7 +6,6 @@ responses pass through untouched.
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 import time
@@ -14,6 +13,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
+from pydantic import BaseModel
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gateway.errors import OpenAIError
@@ -54,6 +55,13 @@ class RequestRecord:
             fields.pop("prompt", None)
             fields.pop("output", None)
         return fields
+
+
+def _json_default(value: Any) -> Any:
+    """Chat messages are request models; anything else unexpected is logged as text."""
+    if isinstance(value, BaseModel):
+        return value.model_dump(exclude_none=True)
+    return str(value)
 
 
 def request_record(scope: Scope) -> RequestRecord | None:
@@ -99,11 +107,11 @@ class RequestContextMiddleware:
         finally:
             record.duration_s = round(time.perf_counter() - record.started, 6)
             if not scope["path"].startswith(_QUIET_PATHS):
-                log.info(json.dumps(record.log_fields(self.log_content), ensure_ascii=False, default=str))
+                log.info(orjson.dumps(record.log_fields(self.log_content), default=_json_default).decode())
 
     async def _reject_too_large(self, send: Send) -> None:
         error = OpenAIError(413, f"The request body is larger than {self.max_body_bytes} bytes.")
-        body = json.dumps(error.body()).encode()
+        body = orjson.dumps(error.body())
         await send(
             {
                 "type": "http.response.start",

@@ -149,10 +149,11 @@ class Generation:
         return ORJSONResponse(self.render.response(self.acc))
 
 
-def _tracker(request: Request, model: str, endpoint: str, stream: bool) -> GenerationTracker:
+def _tracker(request: Request, model: str, endpoint: str, stream: bool, prompt: Any) -> GenerationTracker:
     record = request_record(request.scope)
     if record is not None:
         record.stream = stream
+        record.prompt = prompt  # logged only with GATEWAY_LOG_CONTENT
     return GenerationTracker(request.app.state.llm_metrics, record, model, endpoint)
 
 
@@ -173,7 +174,7 @@ async def create_completion(
     model = await resolve_model(request, client, body.model)
     upstreams = completions.to_generate_requests(body, model, _request_id(request))
     render = completions.CompletionRender(body, f"cmpl-{uuid.uuid4().hex}", int(time.time()))
-    tracker = _tracker(request, model, "completions", body.stream)
+    tracker = _tracker(request, model, "completions", body.stream, body.prompt)
     return await Generation(client, upstreams, render, body, tracker, body.logprobs).respond(request)
 
 
@@ -184,5 +185,5 @@ async def create_chat_completion(
     model = await resolve_model(request, client, body.model)
     upstream = chat.to_generate_request(body, model, _request_id(request))
     render = chat.ChatRender(body, f"chatcmpl-{uuid.uuid4().hex}", int(time.time()), _tool_parser(request, model))
-    tracker = _tracker(request, model, "chat", body.stream)
+    tracker = _tracker(request, model, "chat", body.stream, body.messages)
     return await Generation(client, [upstream], render, body, tracker, body.logprobs_top).respond(request)

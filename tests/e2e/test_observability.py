@@ -8,6 +8,8 @@ import time
 import httpx
 import pytest
 
+from localstack.net import free_port, http_ok
+from localstack.processes import wait_until
 from localstack.stack import LocalStack
 from tests.metrics_text import sample_value
 
@@ -87,6 +89,25 @@ def test_request_id_round_trips_to_triton_and_the_log(http: httpx.Client, stack:
     assert line["ttft_s"] > 0 and line["duration_s"] >= line["ttft_s"]
     assert line["client_disconnected"] is False
     assert "prompt" not in line and "output" not in line  # content is not logged by default
+
+
+def test_content_logging_puts_prompts_and_outputs_in_the_log(stack: LocalStack, model_name: str) -> None:
+    port = free_port()
+    service = stack.gateway_service("gateway-log-content", port, {"GATEWAY_LOG_CONTENT": "true"})
+    url = f"http://{stack.config.gateway_host}:{port}"
+    try:
+        assert wait_until(lambda: http_ok(f"{url}/health/ready"), 90, 0.5, service), service.log_tail()
+        chat = {"model": model_name, "messages": [{"role": "user", "content": "Say hi"}], "max_tokens": 3}
+        reply = httpx.post(f"{url}/v1/chat/completions", json=chat, timeout=120).json()
+        completion = {"model": model_name, "prompt": "Once upon", "max_tokens": 3, "stream": True}
+        httpx.post(f"{url}/v1/completions", json=completion, timeout=120).raise_for_status()
+    finally:
+        service.stop()
+    lines = [json.loads(x) for x in service.log_path.read_text().splitlines() if x.startswith('{"request_id"')]
+    by_endpoint = {line["endpoint"]: line for line in lines if "endpoint" in line}
+    assert by_endpoint["chat"]["prompt"] == [{"role": "user", "content": "Say hi"}]
+    assert by_endpoint["chat"]["output"] == reply["choices"][0]["message"]["content"]
+    assert by_endpoint["completions"]["prompt"] == "Once upon" and by_endpoint["completions"]["output"]
 
 
 def test_body_over_the_limit_gets_413(http: httpx.Client, model_name: str) -> None:
