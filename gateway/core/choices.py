@@ -25,10 +25,14 @@ class ChoiceAccumulator:
         self.n = n
         self.top_logprobs = top_logprobs
         self.logprobs: list[list[Position]] = [[] for _ in range(n)]
-        self.texts = [""] * n
+        self._parts: list[list[str]] = [[] for _ in range(n)]  # joined once at the end, not per token
         self.finish_reasons: list[str | None] = [None] * n
         self.prompt_tokens_by_offset: dict[int, int] = {}
         self.completion_tokens = 0
+
+    @property
+    def texts(self) -> list[str]:
+        return ["".join(parts) for parts in self._parts]
 
     @property
     def prompt_tokens(self) -> int:
@@ -46,7 +50,8 @@ class ChoiceAccumulator:
             if self.top_logprobs is not None and j < len(chunk.logprobs):
                 positions = parse_positions(chunk.logprobs[j], self.top_logprobs)
                 self.logprobs[i] += positions
-            self.texts[i] += text
+            if text:
+                self._parts[i].append(text)
             if reason is not None:
                 self.finish_reasons[i] = reason
             if text or reason is not None:
