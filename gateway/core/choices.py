@@ -8,7 +8,7 @@ from gateway.core.logprobs import Position, parse_positions
 from gateway.core.upstream import GenerateChunk, normalize_finish_reason
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # not frozen, as GenerateChunk: one per token
 class ChoiceDelta:
     index: int
     text: str

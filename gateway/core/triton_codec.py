@@ -83,21 +83,23 @@ def _decode_uint32(raw: bytes) -> list[int]:
     return list(struct.unpack(f"<{len(raw) // 4}I", raw))
 
 
+_DECODERS = {"BYTES": decode_bytes, "UINT32": _decode_uint32}
+
+
 def decode_response(response: pb.ModelInferResponse) -> GenerateChunk:
     outputs: dict[str, Any] = {}
     for tensor, raw in zip(response.outputs, response.raw_output_contents):
-        if tensor.datatype == "BYTES":
-            outputs[tensor.name] = decode_bytes(raw)
-        elif tensor.datatype == "UINT32":
-            outputs[tensor.name] = _decode_uint32(raw)
+        decoder = _DECODERS.get(tensor.datatype)
+        if decoder is not None:
+            outputs[tensor.name] = decoder(raw)
     final_param = response.parameters.get("triton_final_response")
     input_tokens = outputs.get("num_input_tokens")
     return GenerateChunk(
-        texts=outputs.get("text_output", []),
-        finish_reasons=outputs.get("finish_reason", []),
-        num_input_tokens=input_tokens[0] if input_tokens else None,
-        num_output_tokens=outputs.get("num_output_tokens", []),
-        final=bool(final_param and final_param.bool_param),
-        request_id=response.id,
-        logprobs=outputs.get("logprobs", []),
+        outputs.get("text_output", []),
+        outputs.get("finish_reason", []),
+        input_tokens[0] if input_tokens else None,
+        outputs.get("num_output_tokens", []),
+        final_param is not None and final_param.bool_param,
+        response.id,
+        outputs.get("logprobs", []),
     )
