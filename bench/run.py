@@ -49,7 +49,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     one.add_argument(
         "--nonstream-concurrency", type=int, default=64, help="streaming vs not on A at this concurrency; 0 skips"
     )
-    one.add_argument("--ttft-pairs", type=int, default=200, help="A/B request pairs for the added TTFT; 0 skips")
+    one.add_argument(
+        "--ttft-pairs", type=int, default=ServingConfig.ttft_pairs, help="A/B request pairs for the added TTFT; 0 skips"
+    )
 
     two = parser.add_argument_group("part 2")
     two.add_argument("--streams", type=int, default=64, help="concurrent streams (default 64)")

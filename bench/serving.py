@@ -32,7 +32,7 @@ class ServingConfig:
     num_prompts: int | None = None  # fixed count for every level, else a few times the concurrency
     warmups: int | None = None  # per run; None: one request per concurrent slot
     nonstream_concurrency: int = 64  # 0 skips the streaming/non-streaming check
-    ttft_pairs: int = 200  # A-then-B pairs, one request at a time, for the gateway's added TTFT; 0 skips
+    ttft_pairs: int = 400  # A-then-B pairs, one request at a time, for the gateway's added TTFT; 0 skips
     model: str = DEFAULT_MODEL_NAME
 
     def prompts_for(self, concurrency: int) -> int:
