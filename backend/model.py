@@ -29,11 +29,11 @@ from vllm_backend.chat import ChatError, parse_messages, parse_template_kwargs, 
 from vllm_backend.devices import engine_environment, ignored_device_ids  # noqa: E402
 from vllm_backend.errors import CLIENT_ERRORS  # noqa: E402
 from vllm_backend.images import ImageError, decode_images, multi_modal_data  # noqa: E402
-from vllm_backend.interface import INPUTS, OPTIONAL_OUTPUTS, OUTPUTS, missing_tensors  # noqa: E402
+from vllm_backend.interface import INPUTS, OPTIONAL_OUTPUTS, OUTPUTS, SPARSE_OUTPUTS, missing_tensors  # noqa: E402
 from vllm_backend.lora import LoraError, lora_table, resolve_lora  # noqa: E402
 from vllm_backend.metrics import COUNTER, GAUGE, FamilySpec, MetricsSink, family_specs  # noqa: E402
 from vllm_backend.metrics import stat_logger_factory  # noqa: E402
-from vllm_backend.outputs import OutputOptions, output_arrays  # noqa: E402
+from vllm_backend.outputs import OutputOptions, ResponseArrays  # noqa: E402
 from vllm_backend.params import BackendParams  # noqa: E402
 from vllm_backend.reaper import Reaper  # noqa: E402
 from vllm_backend.sampling import SamplingError, sampling_from_json  # noqa: E402
@@ -294,7 +294,7 @@ class TritonPythonModel:
         sampling = sampling_from_json(raw, request.parameters(), stream)
         lora = resolve_lora(sampling.lora_name, self.lora)
         self._check_length(len(prompt_ids), sampling.params.max_tokens)
-        flags = {flag: _flag(request, flag) for flag in OPTIONAL_OUTPUTS}
+        flags = {flag: _flag(request, flag) for flag in (*OPTIONAL_OUTPUTS, SPARSE_OUTPUTS)}
         prepend = not stream and not (exclude is not None and bool(exclude))
         options = OutputOptions.from_flags(sampling.params.n, prompt if prepend else "", flags)
         return engine_prompt, sampling.params, lora, options
@@ -314,10 +314,11 @@ class TritonPythonModel:
                 self._fail(sender, str(exc), pb_utils.TritonError.INVALID_ARG)
                 return
             watcher = asyncio.ensure_future(self._abort_when_cancelled(engine, sender, request_id))
+            arrays = ResponseArrays(options)
             last = None
             # A cancelled request ends here too: the watcher's abort makes the engine yield a final output.
             async for output in engine.generate(engine_prompt, params, request_id, lora_request=lora):
-                response = self._response(output, options)
+                response = self._response(arrays(output))
                 if output.finished:
                     last = response
                     break
@@ -356,8 +357,7 @@ class TritonPythonModel:
             await asyncio.sleep(_CANCEL_POLL_S)
         await engine.abort(request_id)
 
-    def _response(self, output: Any, options: OutputOptions) -> Any:
-        arrays = output_arrays(output, options)
+    def _response(self, arrays: dict[str, Any]) -> Any:
         return pb_utils.InferenceResponse(output_tensors=[pb_utils.Tensor(k, v) for k, v in arrays.items()])
 
     def _fail(self, sender: Any, message: str, code: Any) -> None:

@@ -16,7 +16,7 @@ import numpy as np
 import triton_python_backend_utils as pb_utils
 
 WORD = b" word"
-_FLAGS = ("return_finish_reason", "return_num_input_tokens", "return_num_output_tokens")
+_FLAGS = ("return_finish_reason", "return_num_input_tokens", "return_num_output_tokens", "sparse_outputs")
 
 
 def _scalar(request: Any, name: str) -> Any:
@@ -52,6 +52,8 @@ class TritonPythonModel:
 
     def _response(self, request_flags: dict[str, bool], text: Any, reason: Any, count: Any, prompt_len: int) -> Any:
         tensors = [pb_utils.Tensor("text_output", text)]
+        if request_flags["sparse_outputs"] and reason is self.none:  # as our backend: text only until the end
+            return pb_utils.InferenceResponse(output_tensors=tensors)
         if request_flags["return_finish_reason"]:
             tensors.append(pb_utils.Tensor("finish_reason", reason))
         if request_flags["return_num_input_tokens"]:
@@ -81,7 +83,8 @@ class TritonPythonModel:
                     return
                 sender.send(self._response(flags, self.word, self.none, self.one, prompt_len))
                 await asyncio.sleep(self.delay_s)  # 0 still lets the other streams interleave
-            sender.send(self._response(flags, self.word, self.length, self.one, prompt_len), flags=final)
+            last_count = np.array([max_tokens if flags["sparse_outputs"] else 1], dtype=np.uint32)
+            sender.send(self._response(flags, self.word, self.length, last_count, prompt_len), flags=final)
         except Exception as exc:  # the client must hear of any failure
             error = pb_utils.TritonError(f"fake model error: {exc}")
             sender.send(pb_utils.InferenceResponse(output_tensors=[], error=error), flags=final)

@@ -26,6 +26,7 @@ INPUTS = [
     ("return_num_output_tokens", _BOOL),
     ("return_logprobs", _BOOL),
     ("sampling_parameters", _STRING),
+    ("sparse_outputs", _BOOL),
 ]
 OUTPUTS = [
     ("text_output", _STRING, -1),

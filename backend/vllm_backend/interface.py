@@ -27,6 +27,8 @@ INPUTS: list[dict[str, Any]] = [
     # Ours: a prompt given as token ids (OpenAI's completions accept those).
     {"name": "prompt_token_ids", "data_type": "TYPE_INT32", "dims": [-1], "optional": True},
     {"name": "chat_template_kwargs", "data_type": "TYPE_STRING", "dims": [1], "optional": True},
+    # Ours: intermediate streamed responses leave out the additional outputs that carry no news.
+    {"name": "sparse_outputs", "data_type": "TYPE_BOOL", "dims": [1], "optional": True},
 ]
 
 OUTPUTS: list[dict[str, Any]] = [
@@ -46,6 +48,7 @@ OPTIONAL_OUTPUTS = {
     "return_num_input_tokens": "num_input_tokens",
     "return_num_output_tokens": "num_output_tokens",
 }
+SPARSE_OUTPUTS = "sparse_outputs"
 
 
 def missing_tensors(declared: list[dict[str, Any]], wanted: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from vllm_backend.interface import OPTIONAL_OUTPUTS
+from vllm_backend.interface import OPTIONAL_OUTPUTS, SPARSE_OUTPUTS
 
 
 @dataclass(frozen=True)
@@ -18,11 +18,12 @@ class OutputOptions:
     n: int
     prefix: str = ""  # the prompt, when the output must include it
     wanted: frozenset[str] = frozenset()  # names of the additional outputs asked for
+    sparse: bool = False  # intermediate streamed responses carry only outputs with news
 
     @classmethod
     def from_flags(cls, n: int, prefix: str, flags: dict[str, bool]) -> "OutputOptions":
         wanted = frozenset(output for flag, output in OPTIONAL_OUTPUTS.items() if flags.get(flag))
-        return cls(n=n, prefix=prefix, wanted=wanted)
+        return cls(n=n, prefix=prefix, wanted=wanted, sparse=bool(flags.get(SPARSE_OUTPUTS)))
 
 
 def _logprobs_json(output: Any) -> str:
@@ -46,32 +47,48 @@ def _logprobs_json(output: Any) -> str:
     return json.dumps(entries)
 
 
-def output_arrays(request_output: Any, options: OutputOptions) -> dict[str, np.ndarray]:
-    """One response's tensors. Sequences are placed by their index, so n > 1 stays aligned."""
-    texts = [""] * options.n
-    reasons = ["None"] * options.n
-    cumulative = [0.0] * options.n
-    logprobs = ["null"] * options.n
-    counts = [0] * options.n
-    for output in request_output.outputs:
-        i = output.index
-        if i >= options.n:
-            continue
-        texts[i] = options.prefix + output.text
-        reasons[i] = str(output.finish_reason)
-        cumulative[i] = output.cumulative_logprob or 0.0
-        logprobs[i] = _logprobs_json(output)
-        counts[i] = len(output.token_ids)
-    arrays: dict[str, np.ndarray] = {"text_output": np.array([t.encode() for t in texts], dtype=np.object_)}
-    wanted = options.wanted
-    if "finish_reason" in wanted:
-        arrays["finish_reason"] = np.array([r.encode() for r in reasons], dtype=np.object_)
-    if "cumulative_logprob" in wanted:
-        arrays["cumulative_logprob"] = np.array(cumulative, dtype=np.float32)
-    if "logprobs" in wanted:
-        arrays["logprobs"] = np.array([lp.encode() for lp in logprobs], dtype=np.object_)
-    if "num_input_tokens" in wanted:
-        arrays["num_input_tokens"] = np.array([len(request_output.prompt_token_ids or [])], dtype=np.uint32)
-    if "num_output_tokens" in wanted:
-        arrays["num_output_tokens"] = np.array(counts, dtype=np.uint32)
-    return arrays
+class ResponseArrays:
+    """One request's response tensors, response after response.
+
+    With `options.sparse`, an intermediate response leaves out what carries no news (each tensor costs the
+    stub and Triton about as much as the text): `finish_reason` comes when a sequence finishes, and the
+    counts come with the final response, `num_output_tokens` then covering every token not counted yet.
+    """
+
+    def __init__(self, options: OutputOptions) -> None:
+        self.options = options
+        self._uncounted = [0] * options.n  # output tokens generated since the last response that counted them
+
+    def __call__(self, request_output: Any) -> dict[str, np.ndarray]:
+        options = self.options
+        texts = [""] * options.n
+        reasons = ["None"] * options.n
+        cumulative = [0.0] * options.n
+        logprobs = ["null"] * options.n
+        counts = self._uncounted
+        for output in request_output.outputs:
+            i = output.index
+            if i >= options.n:
+                continue
+            texts[i] = options.prefix + output.text
+            reasons[i] = str(output.finish_reason)
+            cumulative[i] = output.cumulative_logprob or 0.0
+            logprobs[i] = _logprobs_json(output)
+            counts[i] += len(output.token_ids)
+        held_back = options.sparse and not request_output.finished
+        arrays: dict[str, np.ndarray] = {"text_output": np.array([t.encode() for t in texts], dtype=np.object_)}
+        wanted = options.wanted
+        if "finish_reason" in wanted and not (held_back and reasons.count("None") == options.n):
+            arrays["finish_reason"] = np.array([r.encode() for r in reasons], dtype=np.object_)
+        if "cumulative_logprob" in wanted:
+            arrays["cumulative_logprob"] = np.array(cumulative, dtype=np.float32)
+        if "logprobs" in wanted:
+            arrays["logprobs"] = np.array([lp.encode() for lp in logprobs], dtype=np.object_)
+        if held_back:
+            return arrays
+        if "num_input_tokens" in wanted:
+            arrays["num_input_tokens"] = np.array([len(request_output.prompt_token_ids or [])], dtype=np.uint32)
+        if "num_output_tokens" in wanted:
+            arrays["num_output_tokens"] = np.array(counts, dtype=np.uint32)
+        self._uncounted = [0] * options.n
+        return arrays

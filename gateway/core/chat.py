@@ -100,6 +100,7 @@ def to_generate_request(request: ChatCompletionRequest, model: str, request_id: 
         stream=request.stream,
         messages=template_messages(request.messages),
         chat_template_kwargs=template_kwargs or None,
+        sparse_outputs=not request.continuous_usage,
     )
 
 

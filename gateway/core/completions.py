@@ -45,6 +45,7 @@ def to_generate_requests(request: CompletionRequest, model: str, request_id: str
             stream=request.stream,
             text_input=prompt if isinstance(prompt, str) else None,
             prompt_token_ids=None if isinstance(prompt, str) else prompt,
+            sparse_outputs=not request.continuous_usage,
         )
         for k, prompt in enumerate(prompts)
     ]

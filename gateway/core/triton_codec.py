@@ -59,6 +59,8 @@ def encode_request(request: GenerateRequest) -> pb.ModelInferRequest:
         _add_bool(message, flag, True)
     if "logprobs" in request.sampling:
         _add_bool(message, "return_logprobs", True)
+    if request.stream and request.sparse_outputs:
+        _add_bool(message, "sparse_outputs", True)
     _add_string(message, "sampling_parameters", json.dumps(request.sampling))
     message.parameters["triton_enable_empty_final_response"].bool_param = True
     return message

@@ -18,6 +18,8 @@ class GenerateRequest:
     prompt_token_ids: list[int] | None = None
     messages: list[dict[str, Any]] | None = None
     chat_template_kwargs: dict[str, Any] | None = None
+    # Intermediate streamed responses without token counts (cheaper per token); usage in every chunk needs them.
+    sparse_outputs: bool = True
 
 
 @dataclass(slots=True)  # not frozen: made once per token, and a frozen __init__ costs three times as much

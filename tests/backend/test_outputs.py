@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from vllm_backend.outputs import OutputOptions, output_arrays
+from vllm_backend.outputs import OutputOptions, ResponseArrays
 
 
 @dataclass
@@ -30,6 +30,7 @@ class RequestOutput:
     prompt: str
     prompt_token_ids: list[int]
     outputs: list[Completion] = field(default_factory=list)
+    finished: bool = True
 
 
 ALL = {
@@ -43,7 +44,7 @@ ALL = {
 
 def test_only_text_without_flags() -> None:
     out = RequestOutput("p", [1, 2], [Completion(0, "hi", [5])])
-    arrays = output_arrays(out, OutputOptions.from_flags(1, "", {}))
+    arrays = ResponseArrays(OutputOptions.from_flags(1, "", {}))(out)
     assert list(arrays) == ["text_output"]
     assert arrays["text_output"].tolist() == [b"hi"]
 
@@ -54,7 +55,7 @@ def test_every_output_when_asked_and_sequences_placed_by_index() -> None:
         [1, 2, 3],
         [Completion(1, "b", [7, 8], "length", -1.5, [{7: Logprob(-0.5, 1, "b")}, {8: Logprob(-1.0, 2, "")}])],
     )
-    arrays = output_arrays(out, OutputOptions.from_flags(2, "", ALL))
+    arrays = ResponseArrays(OutputOptions.from_flags(2, "", ALL))(out)
     assert arrays["text_output"].tolist() == [b"", b"b"]
     assert arrays["finish_reason"].tolist() == [b"None", b"length"]
     assert arrays["cumulative_logprob"].dtype == np.float32
@@ -70,13 +71,40 @@ def test_every_output_when_asked_and_sequences_placed_by_index() -> None:
 
 def test_prompt_is_prepended_when_input_is_not_excluded() -> None:
     out = RequestOutput("Hello", [1], [Completion(0, " world", [2], "stop")])
-    arrays = output_arrays(out, OutputOptions.from_flags(1, "Hello", {}))
+    arrays = ResponseArrays(OutputOptions.from_flags(1, "Hello", {}))(out)
     assert arrays["text_output"].tolist() == [b"Hello world"]
 
 
 def test_sampled_token_comes_first_in_logprobs() -> None:
     position = {3: Logprob(-0.1, 1, "a"), 9: Logprob(-2.0, 4, "z"), 4: Logprob(-0.5, 2, "b")}
     out = RequestOutput("p", [1], [Completion(0, "z", [9], None, -2.0, [position])])
-    arrays = output_arrays(out, OutputOptions.from_flags(1, "", ALL))
+    arrays = ResponseArrays(OutputOptions.from_flags(1, "", ALL))(out)
     [entry] = json.loads(arrays["logprobs"][0])
     assert list(entry) == ["9", "3", "4"]
+
+
+COUNTS = {"return_finish_reason": True, "return_num_input_tokens": True, "return_num_output_tokens": True}
+
+
+def test_counts_per_response_without_sparse_outputs() -> None:
+    arrays = ResponseArrays(OutputOptions.from_flags(1, "", COUNTS))
+    first = arrays(RequestOutput("p", [1, 2], [Completion(0, "a", [5, 6])], finished=False))
+    assert sorted(first) == ["finish_reason", "num_input_tokens", "num_output_tokens", "text_output"]
+    assert first["num_output_tokens"].tolist() == [2]
+    last = arrays(RequestOutput("p", [1, 2], [Completion(0, "b", [7], "length")]))
+    assert last["num_output_tokens"].tolist() == [1]
+
+
+def test_sparse_outputs_hold_counts_until_the_final_response() -> None:
+    arrays = ResponseArrays(OutputOptions.from_flags(2, "", {**COUNTS, "sparse_outputs": True}))
+    first = arrays(RequestOutput("p", [1, 2], [Completion(0, "a", [5, 6]), Completion(1, "x", [9])], finished=False))
+    assert list(first) == ["text_output"]
+    # A sequence that finishes early says so at once; the counts still wait.
+    second = arrays(RequestOutput("p", [1, 2], [Completion(1, "y", [8], "stop")], finished=False))
+    assert sorted(second) == ["finish_reason", "text_output"]
+    assert second["finish_reason"].tolist() == [b"None", b"stop"]
+    last = arrays(RequestOutput("p", [1, 2], [Completion(0, "b", [7], "length")]))
+    assert last["text_output"].tolist() == [b"b", b""]
+    assert last["finish_reason"].tolist() == [b"length", b"None"]
+    assert last["num_input_tokens"].tolist() == [2]
+    assert last["num_output_tokens"].tolist() == [3, 2]  # every token not counted before

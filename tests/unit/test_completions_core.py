@@ -110,3 +110,11 @@ def test_echo_prepends_the_prompt_once() -> None:
     texts = [render.chunks(d)[0]["choices"][0]["text"] for d in acc.add(GenerateChunk([" a"], ["None"], 1, [1]))]
     texts += [render.chunks(d)[0]["choices"][0]["text"] for d in acc.add(GenerateChunk([" b"], ["stop"], 1, [1]))]
     assert texts == ["Hello a", " b"]
+
+
+def test_token_counts_held_to_the_end_unless_usage_is_wanted_in_every_chunk() -> None:
+    [plain] = to_generate_requests(_request(stream=True), "m", "x")
+    assert plain.sparse_outputs
+    continuous = _request(stream=True, stream_options={"include_usage": True, "continuous_usage_stats": True})
+    [counted] = to_generate_requests(continuous, "m", "x")
+    assert not counted.sparse_outputs

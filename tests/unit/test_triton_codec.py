@@ -24,7 +24,15 @@ def test_completion_request_encoding() -> None:
     assert json.loads(decode_bytes(inputs["sampling_parameters"][1])[0]) == {"max_tokens": 3}
     assert {"return_finish_reason", "return_num_input_tokens", "return_num_output_tokens"} <= inputs.keys()
     assert "messages" not in inputs
+    assert inputs["sparse_outputs"] == ("BOOL", b"\x01")
     assert message.parameters["triton_enable_empty_final_response"].bool_param
+
+
+def test_counts_in_every_response_for_continuous_usage_or_without_streaming() -> None:
+    continuous = GenerateRequest(model="m", request_id="r", sampling={}, stream=True, sparse_outputs=False)
+    assert "sparse_outputs" not in _inputs(encode_request(continuous))
+    whole = GenerateRequest(model="m", request_id="r", sampling={}, stream=False)
+    assert "sparse_outputs" not in _inputs(encode_request(whole))
 
 
 def test_chat_request_sends_messages_not_text() -> None:
@@ -37,6 +45,7 @@ def test_chat_request_sends_messages_not_text() -> None:
     assert json.loads(decode_bytes(inputs["messages"][1])[0]) == messages
     assert json.loads(decode_bytes(inputs["chat_template_kwargs"][1])[0]) == {"a": 1}
     assert inputs["stream"] == ("BOOL", b"\x00")
+    assert "sparse_outputs" not in inputs
 
 
 def _bytes_tensor(values: list[str]) -> bytes:
