@@ -114,29 +114,44 @@ class Generation:
             raise
         return EventStreamResponse(self._events(first, chunks), headers=_SSE_HEADERS)
 
+    def _frames(self, item: tuple[int, GenerateChunk]) -> bytes:
+        """The events of one backend response, framed and joined: one write, whatever the choices."""
+        return b"".join([_event(payload) for payload in self._payloads(item)])
+
+    def _is_last(self, item: tuple[int, GenerateChunk]) -> bool:
+        return item[1].final and len(self.upstreams) == 1
+
     async def _events(
         self, first: tuple[int, GenerateChunk] | None, rest: AsyncIterator[tuple[int, GenerateChunk]]
     ) -> AsyncIterator[bytes]:
+        # The last response's events go out with the usage chunk and [DONE], in one write.
+        tail = b""
         try:
             if first is not None:
-                for payload in self._payloads(first):
-                    yield _event(payload)
+                frames = self._frames(first)
+                if self._is_last(first):
+                    tail = frames
+                elif frames:
+                    yield frames
             async for item in rest:
-                for payload in self._payloads(item):
-                    yield _event(payload)
+                frames = self._frames(item)
+                if self._is_last(item):
+                    tail = frames
+                elif frames:
+                    yield frames
             if self.body.include_usage:
-                yield _event(self.render.usage_chunk(self.acc))
+                tail += _event(self.render.usage_chunk(self.acc))
             self._finish("ok")
         except OpenAIError as exc:
             # Headers are gone: the error travels as an event, and the stream still ends properly.
             self._finish(_outcome(exc), exc.type)
-            yield _event(exc.body())
+            tail += _event(exc.body())
         except (asyncio.CancelledError, GeneratorExit):
             self._finish("disconnected")
             raise
         finally:
             await rest.aclose()
-        yield _DONE
+        yield tail + _DONE
 
     async def _complete(self, request: Request) -> ORJSONResponse:
         async with DisconnectWatch(request.receive) as watch:
