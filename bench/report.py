@@ -130,6 +130,11 @@ def _fmt(value: Any, digits: int = 2) -> str:
     return str(value)
 
 
+def _interval(pairs: dict[str, Any]) -> str:
+    interval = pairs.get("diff_ci95_ms")
+    return f", 95% bootstrap interval {interval[0]:.2f} to {interval[1]:.2f} ms" if interval else ""
+
+
 def _table(headers: list[str], rows: list[list[Any]]) -> str:
     lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
     lines += ["| " + " | ".join(_fmt(v) for v in row) + " |" for row in rows]
@@ -183,7 +188,8 @@ def markdown(results: dict[str, Any]) -> str:
         if pairs:
             parts.append(
                 f"Added time to first token, {pairs['pairs']} requests through A and B in alternating pairs, one at a "
-                f"time ({pairs['max_tokens']} output tokens): A-B {pairs['diff_median_ms']:.2f} ms (median A-B "
+                f"time ({pairs['max_tokens']} output tokens): A-B {pairs['diff_median_ms']:.2f} ms{_interval(pairs)} "
+                "(median A-B "
                 f"{pairs['diff_a_first_median_ms']:.2f} ms when A goes first, {pairs['diff_b_first_median_ms']:.2f} ms "
                 f"when B does, averaged); mean {pairs['diff_mean_ms']:.2f} ms; A p50 {pairs['a_ttft_p50_ms']:.1f} ms, "
                 f"B p50 {pairs['b_ttft_p50_ms']:.1f} ms.\n"

@@ -21,6 +21,7 @@ from bench.gateway_cost import CostConfig, GatewayCost
 from bench.prompts import Workload
 from bench.serving import Serving, ServingConfig
 from localstack.paths import REPO_ROOT, CachePaths, default_cache_dir
+from localstack.processes import stop_on_sigterm
 
 
 def _ints(text: str) -> list[int]:
@@ -139,6 +140,7 @@ def _part2(args: argparse.Namespace, out_dir: Path) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
+    stop_on_sigterm()
     started = time.strftime("%Y%m%d-%H%M%S")
     out_dir: Path = (args.out_dir or REPO_ROOT / ".run" / "bench" / started).resolve()
     out_dir.mkdir(parents=True, exist_ok=True)

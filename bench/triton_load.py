@@ -36,9 +36,13 @@ def request_inputs(prompt: str, max_tokens: int) -> list[grpcclient.InferInput]:
         _input("stream", True, "BOOL"),
         _input("sampling_parameters", json.dumps(sampling).encode(), "BYTES"),
         _input("exclude_input_in_output", True, "BOOL"),
+        # The outputs the gateway asks for (gateway/core/triton_codec.py), so that B costs Triton what A does.
+        _input("return_num_input_tokens", True, "BOOL"),
         _input("return_num_output_tokens", True, "BOOL"),
         # Tells the client which response is the last, since this API cannot ask for an empty final one.
         _input("return_finish_reason", True, "BOOL"),
+        # Counts and finish reasons only in the responses that have news: the final one has the counts.
+        _input("sparse_outputs", True, "BOOL"),
     ]
 
 
@@ -76,7 +80,8 @@ async def one_request(
                 timer.chunk()
             record.payload_bytes += text_bytes
             counts = outputs.get("num_output_tokens")
-            record.output_tokens += sum(value for (value,) in _U32.iter_unpack(counts)) if counts else 1
+            if counts:
+                record.output_tokens += sum(value for (value,) in _U32.iter_unpack(counts))
             finished = outputs.get("finish_reason", b"")[4:] not in (b"None", b"")
         ended = True
         record.ok = record.chunks > 0

@@ -82,6 +82,16 @@ class Service:
             self._log.close()
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def stop_on_sigterm() -> None:
+    """A process stopped from outside (a CI time limit, `timeout`, `kill`) unwinds as on Ctrl-C, so the
+    services it started are stopped on the way out."""
+    signal.signal(signal.SIGTERM, _interrupt)
+
+
 def _kill_group(pgid: int) -> None:
     try:
         os.killpg(pgid, signal.SIGKILL)

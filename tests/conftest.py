@@ -2,25 +2,19 @@
 
 from __future__ import annotations
 
-import signal
 from collections.abc import Iterator
 from pathlib import Path
-from types import FrameType
 
 import pytest
 
 from localstack.net import free_port
+from localstack.processes import stop_on_sigterm
 from localstack.stack import LocalStack, StackConfig, stray_processes
-
-
-def _interrupt(signum: int, frame: FrameType | None) -> None:
-    raise KeyboardInterrupt
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "disruptive: kills parts of the shared stack; runs after every other test")
-    # A run stopped from outside (a CI time limit, `timeout`) still stops the stack, as Ctrl-C does.
-    signal.signal(signal.SIGTERM, _interrupt)
+    stop_on_sigterm()  # a run stopped from outside still stops the stack
 
 
 # First, so that `-m "not stack"` sees the marker when it deselects.
