@@ -24,6 +24,28 @@ def cpu_seconds(pid: int, with_children: bool = False) -> float:
     return total
 
 
+ENGINE_PREFIX = "VLLM::"  # how vLLM names its engine-core and worker processes
+
+
+def cpu_by_role(roots: dict[str, int]) -> dict[str, float]:
+    """CPU seconds so far of each root process and its descendants, by role; vLLM's engine processes
+    are counted apart, under "engine", so a serving path's own cost per token shows."""
+    totals = dict.fromkeys([*roots, "engine"], 0.0)
+    for role, pid in roots.items():
+        try:
+            root = psutil.Process(pid)
+            tree = [root, *root.children(recursive=True)]
+        except psutil.NoSuchProcess:
+            continue
+        for process in tree:
+            try:
+                name, times = process.name(), process.cpu_times()
+            except psutil.NoSuchProcess:
+                continue
+            totals["engine" if name.startswith(ENGINE_PREFIX) else role] += times.user + times.system
+    return totals
+
+
 @dataclass
 class Usage:
     cpu_s: float

@@ -130,6 +130,30 @@ def _fmt(value: Any, digits: int = 2) -> str:
     return str(value)
 
 
+CPU_ROLES = ("gateway", "triton", "vllm serve", "engine")
+
+
+def _cpu_table(runs: list[dict[str, Any]]) -> str:
+    """Where each run's CPU went, per output token: the serving processes apart from vLLM's engine."""
+    measured = sorted(
+        (r for r in runs if r.get("cpu_us_per_token")),
+        key=lambda r: (r["max_concurrency"], r["backend"], r["system"]),
+    )
+    if not measured:
+        return ""
+    rows = [
+        [r["system"], r["backend"], r["max_concurrency"], *(r["cpu_us_per_token"].get(role) for role in CPU_ROLES)]
+        for r in measured
+    ]
+    return (
+        "CPU per output token (µs of user + system time, psutil), by process: the gateway; Triton with its Python "
+        "stub (our backend, vLLM's detokenizing front end); `vllm serve`'s API server; vLLM's engine-core and worker "
+        "processes. Warm-up requests are counted as producing as many tokens as the others.\n\n"
+        + _table(["system", "endpoint", "c", *CPU_ROLES], rows)
+        + "\n"
+    )
+
+
 def _interval(pairs: dict[str, Any]) -> str:
     interval = pairs.get("diff_ci95_ms")
     return f", 95% bootstrap interval {interval[0]:.2f} to {interval[1]:.2f} ms" if interval else ""
@@ -175,6 +199,7 @@ def markdown(results: dict[str, Any]) -> str:
             for r in sorted(runs, key=lambda r: (r["system"], r["backend"], r["max_concurrency"]))
         ]
         parts.append(_table(headers, rows) + "\n\nTimes in ms.\n")
+        parts.append(_cpu_table(runs))
         differ = results["serving"].get("engine_config", {}).get("differ")
         if differ is not None:
             rows = [[key, f"`{a}`", f"`{c}`"] for key, (a, c) in differ.items()]

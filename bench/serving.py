@@ -12,6 +12,7 @@ from typing import Any
 from bench.engine_config import differences
 from bench.jobs import run_json, run_module
 from localstack.net import free_port
+from bench.proc_stats import cpu_by_role
 from bench.prompts import Workload
 from bench.vllm_bench import run_vllm_bench
 from bench.vllm_serve import VllmServer
@@ -49,6 +50,19 @@ class Serving:
         self.runs: list[dict[str, Any]] = []
         self.ttft_pairs: dict[str, Any] | None = None
         self._prompt_files: dict[int, Path] = {}
+        self._roles: dict[str, int] = {}  # the serving processes whose CPU each run reads, by role
+
+    def _measured(self, load: Callable[[], dict[str, Any]], unrecorded: int) -> dict[str, Any]:
+        """Runs one load and adds the CPU each role spent per output token meanwhile, in µs. The load's
+        `unrecorded` warm-up requests spend CPU too: counted as producing as many tokens as the others."""
+        before = cpu_by_role(self._roles)
+        result = load()
+        after = cpu_by_role(self._roles)
+        completed = result.get("completed") or 0
+        if completed and result.get("total_output_tokens"):
+            tokens = result["total_output_tokens"] * (completed + unrecorded) / completed
+            result["cpu_us_per_token"] = {role: (after[role] - before[role]) * 1e6 / tokens for role in after}
+        return result
 
     def prompts(self, count: int) -> Path:
         """The random dataset's first `count` prompts, exactly as `vllm bench serve` makes them."""
@@ -74,10 +88,13 @@ class Serving:
     def _vllm_bench(self, system: str, base_url: str, concurrency: int) -> None:
         cfg = self.config
         for backend in BACKENDS:
-            result = run_vllm_bench(
-                system, base_url, cfg.model, backend, cfg.workload, concurrency,
-                cfg.prompts_for(concurrency), cfg.warmups_for(concurrency), cfg.out_dir,
-            )  # fmt: skip
+            result = self._measured(
+                lambda: run_vllm_bench(
+                    system, base_url, cfg.model, backend, cfg.workload, concurrency,
+                    cfg.prompts_for(concurrency), cfg.warmups_for(concurrency), cfg.out_dir,
+                ),  # fmt: skip
+                cfg.warmups_for(concurrency) + 1,  # and vllm bench serve's own first test request
+            )
             self._add(result, backend)
 
     def _triton_direct(self, grpc_url: str, concurrency: int) -> None:
@@ -86,23 +103,24 @@ class Serving:
             "--url", grpc_url, "--model", self.config.model, "--prompts", str(self.prompts(count)),
             "--concurrency", str(concurrency), "--warmups", str(self.config.warmups_for(concurrency)),
         ]  # fmt: skip
-        self._add(
-            run_json("bench.triton_load", args, self.config.out_dir / f"B-grpc-c{concurrency}.json", 3600),
-            "triton-grpc",
-        )
+        out = self.config.out_dir / f"B-grpc-c{concurrency}.json"
+        warmups = self.config.warmups_for(concurrency)
+        self._add(self._measured(lambda: run_json("bench.triton_load", args, out, 3600), warmups), "triton-grpc")
 
     def _stream_vs_plain(self, base_url: str) -> None:
         """The same prompts with and without `stream`, from our own client (`vllm bench serve` only streams)."""
         concurrency = self.config.nonstream_concurrency
         prompts = self.prompts(self.config.prompts_for(concurrency))
+        warmups = self.config.warmups_for(concurrency)
         for stream in (True, False):
             name = "http-stream" if stream else "http-nonstream"
             args = [
                 "--url", base_url, "--model", self.config.model, "--prompts", str(prompts),
-                "--concurrency", str(concurrency), "--warmups", str(self.config.warmups_for(concurrency)),
+                "--concurrency", str(concurrency), "--warmups", str(warmups),
                 "--stream" if stream else "--no-stream", "--include-usage",
             ]  # fmt: skip
-            result = run_json("bench.http_load", args, self.config.out_dir / f"A-{name}-c{concurrency}.json", 3600)
+            out = self.config.out_dir / f"A-{name}-c{concurrency}.json"
+            result = self._measured(lambda: run_json("bench.http_load", args, out, 3600), warmups)
             result["system"] = "A"
             self._add(result, name)
 
@@ -132,6 +150,8 @@ class Serving:
         self.log(f"starting the local stack (Triton + our backend + vLLM, and the gateway) in {stack_config.run_dir}")
         with LocalStack(stack_config) as stack:
             grpc_url = f"127.0.0.1:{stack_config.grpc_port}"
+            assert stack.gateway is not None and stack.triton is not None
+            self._roles = {"gateway": stack.gateway.pid, "triton": stack.triton.pid}
             for concurrency in cfg.concurrencies:
                 if "A" in cfg.systems:
                     self._vllm_bench("A", stack.gateway_url, concurrency)
@@ -147,6 +167,8 @@ class Serving:
         cfg = self.config
         self.log("starting vllm serve (the engine's first start compiles for a minute or two)")
         with VllmServer(cfg.workload.model_dir, free_port(), cfg.out_dir / "vllm-serve.log") as server:
+            assert server.service is not None
+            self._roles = {"vllm serve": server.service.pid}
             for concurrency in cfg.concurrencies:
                 self._vllm_bench("C", server.url, concurrency)
         self.log("vllm serve stopped")
