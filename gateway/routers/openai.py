@@ -67,6 +67,7 @@ class Generation:
         self.tracker = tracker
         self.acc = ChoiceAccumulator(body.n * len(upstreams), top_logprobs)
         self.continuous_usage = body.continuous_usage
+        self._tail = b""  # a stream's last events, written with [DONE]
 
     def _chunks(self) -> AsyncIterator[tuple[int, GenerateChunk]]:
         return merge([self.client.generate(upstream) for upstream in self.upstreams])
@@ -115,43 +116,36 @@ class Generation:
         return EventStreamResponse(self._events(first, chunks), headers=_SSE_HEADERS)
 
     def _frames(self, item: tuple[int, GenerateChunk]) -> bytes:
-        """The events of one backend response, framed and joined: one write, whatever the choices."""
-        return b"".join([_event(payload) for payload in self._payloads(item)])
-
-    def _is_last(self, item: tuple[int, GenerateChunk]) -> bool:
-        return item[1].final and len(self.upstreams) == 1
+        """The events of one backend response, framed and joined: one write, whatever the choices. The last
+        response's events are held back, to go out with the usage chunk and [DONE] in the stream's last write."""
+        frames = b"".join([_event(payload) for payload in self._payloads(item)])
+        if item[1].final and len(self.upstreams) == 1:
+            self._tail = frames
+            return b""
+        return frames
 
     async def _events(
         self, first: tuple[int, GenerateChunk] | None, rest: AsyncIterator[tuple[int, GenerateChunk]]
     ) -> AsyncIterator[bytes]:
-        # The last response's events go out with the usage chunk and [DONE], in one write.
-        tail = b""
         try:
-            if first is not None:
-                frames = self._frames(first)
-                if self._is_last(first):
-                    tail = frames
-                elif frames:
-                    yield frames
+            if first is not None and (frames := self._frames(first)):
+                yield frames
             async for item in rest:
-                frames = self._frames(item)
-                if self._is_last(item):
-                    tail = frames
-                elif frames:
+                if frames := self._frames(item):
                     yield frames
             if self.body.include_usage:
-                tail += _event(self.render.usage_chunk(self.acc))
+                self._tail += _event(self.render.usage_chunk(self.acc))
             self._finish("ok")
         except OpenAIError as exc:
             # Headers are gone: the error travels as an event, and the stream still ends properly.
             self._finish(_outcome(exc), exc.type)
-            tail += _event(exc.body())
+            self._tail += _event(exc.body())
         except (asyncio.CancelledError, GeneratorExit):
             self._finish("disconnected")
             raise
         finally:
             await rest.aclose()
-        yield tail + _DONE
+        yield self._tail + _DONE
 
     async def _complete(self, request: Request) -> ORJSONResponse:
         async with DisconnectWatch(request.receive) as watch:
