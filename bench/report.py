@@ -6,17 +6,51 @@ targets are checked on ratios, never on absolute numbers."""
 from __future__ import annotations
 
 import json
+import statistics
 from pathlib import Path
 from typing import Any
 
 ENDPOINTS = {"openai": "completions", "openai-chat": "chat"}
 
 
+def _rounds(runs: list[dict[str, Any]], system: str, backend: str, concurrency: int) -> dict[int, dict[str, Any]]:
+    """A system's runs at one endpoint and concurrency, by round."""
+    return {
+        run.get("round", 0): run
+        for run in runs
+        if run["system"] == system and run["backend"] == backend and run["max_concurrency"] == concurrency
+    }
+
+
 def _find(runs: list[dict[str, Any]], system: str, backend: str, concurrency: int) -> dict[str, Any] | None:
-    for run in runs:
-        if run["system"] == system and run["backend"] == backend and run["max_concurrency"] == concurrency:
-            return run
-    return None
+    return _rounds(runs, system, backend, concurrency).get(0)
+
+
+def _median(values: list[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return statistics.median(present) if present else None
+
+
+def ac_rounds(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A against C round by round: each round's A and C ran one right after the other."""
+    rows = []
+    for c in sorted({r["max_concurrency"] for r in runs if r["system"] == "C"}):
+        for backend, endpoint in ENDPOINTS.items():
+            a_runs, c_runs = _rounds(runs, "A", backend, c), _rounds(runs, "C", backend, c)
+            for round_ in sorted(a_runs.keys() & c_runs.keys()):
+                a, cc = a_runs[round_], c_runs[round_]
+                rows.append(
+                    {
+                        "concurrency": c,
+                        "endpoint": endpoint,
+                        "round": round_,
+                        "A tok/s": a.get("output_throughput"),
+                        "C tok/s": cc.get("output_throughput"),
+                        "A/C tok/s": _ratio(a.get("output_throughput"), cc.get("output_throughput")),
+                        "A/C TTFT p50": _ratio(a.get("p50_ttft_ms"), cc.get("p50_ttft_ms")),
+                    }
+                )
+    return rows
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:
@@ -28,14 +62,15 @@ def _get(run: dict[str, Any] | None, key: str) -> float | None:
 
 
 def serving_ratios(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per concurrency: A/C per endpoint, and A against B on completions."""
+    """Per concurrency: A/C per endpoint (the median of the rounds' ratios), and A against B on completions."""
     rows = []
+    by_round = ac_rounds(runs)
     for c in sorted({r["max_concurrency"] for r in runs if r["backend"] in ENDPOINTS or r["system"] == "B"}):
         row: dict[str, Any] = {"concurrency": c}
-        for backend, endpoint in ENDPOINTS.items():
-            a, cc = _find(runs, "A", backend, c), _find(runs, "C", backend, c)
-            row[f"A/C tok/s {endpoint}"] = _ratio(_get(a, "output_throughput"), _get(cc, "output_throughput"))
-            row[f"A/C TTFT p50 {endpoint}"] = _ratio(_get(a, "p50_ttft_ms"), _get(cc, "p50_ttft_ms"))
+        for endpoint in ENDPOINTS.values():
+            mine = [r for r in by_round if r["concurrency"] == c and r["endpoint"] == endpoint]
+            row[f"A/C tok/s {endpoint}"] = _median([r["A/C tok/s"] for r in mine])
+            row[f"A/C TTFT p50 {endpoint}"] = _median([r["A/C TTFT p50"] for r in mine])
         a, b = _find(runs, "A", "openai", c), _find(runs, "B", "triton-grpc", c)
         row["A/B tok/s"] = _ratio(_get(a, "output_throughput"), _get(b, "output_throughput"))
         row["A/B TTFT p50"] = _ratio(_get(a, "p50_ttft_ms"), _get(b, "p50_ttft_ms"))
@@ -137,19 +172,20 @@ def _cpu_table(runs: list[dict[str, Any]]) -> str:
     """Where each run's CPU went, per output token: the serving processes apart from vLLM's engine."""
     measured = sorted(
         (r for r in runs if r.get("cpu_us_per_token")),
-        key=lambda r: (r["max_concurrency"], r["backend"], r["system"]),
+        key=lambda r: (r["max_concurrency"], r["backend"], r.get("round", 0), r["system"]),
     )
     if not measured:
         return ""
     rows = [
-        [r["system"], r["backend"], r["max_concurrency"], *(r["cpu_us_per_token"].get(role) for role in CPU_ROLES)]
+        [r["system"], r["backend"], r["max_concurrency"], r.get("round", 0),
+         *(r["cpu_us_per_token"].get(role) for role in CPU_ROLES)]  # fmt: skip
         for r in measured
     ]
     return (
         "CPU per output token (µs of user + system time, psutil), by process: the gateway; Triton with its Python "
         "stub (our backend, vLLM's detokenizing front end); `vllm serve`'s API server; vLLM's engine-core and worker "
         "processes. Warm-up requests are counted as producing as many tokens as the others.\n\n"
-        + _table(["system", "endpoint", "c", *CPU_ROLES], rows)
+        + _table(["system", "endpoint", "c", "round", *CPU_ROLES], rows)
         + "\n"
     )
 
@@ -178,6 +214,7 @@ def markdown(results: dict[str, Any]) -> str:
             "system",
             "endpoint",
             "c",
+            "round",
             "completed",
             "failed",
             "tok/s",
@@ -192,11 +229,12 @@ def markdown(results: dict[str, Any]) -> str:
                 r["system"],
                 r["backend"],
                 r["max_concurrency"],
+                r.get("round", 0),
                 r.get("completed"),
                 r.get("failed"),
                 *(r.get(m) for m in metrics),
             ]
-            for r in sorted(runs, key=lambda r: (r["system"], r["backend"], r["max_concurrency"]))
+            for r in sorted(runs, key=lambda r: (r["system"], r["backend"], r["max_concurrency"], r.get("round", 0)))
         ]
         parts.append(_table(headers, rows) + "\n\nTimes in ms.\n")
         parts.append(_cpu_table(runs))
@@ -205,6 +243,15 @@ def markdown(results: dict[str, Any]) -> str:
             rows = [[key, f"`{a}`", f"`{c}`"] for key, (a, c) in differ.items()]
             parts.append("Engine configuration logged by A's and C's engines, fields that differ:\n")
             parts.append((_table(["field", "A", "C"], rows) if rows else "none") + "\n")
+        rounds = ac_rounds(runs)
+        if any(r["round"] for r in rounds):
+            keys = [k for k in rounds[0]]
+            parts.append(
+                "A and C round by round (each round's two runs back to back, A first in even rounds); the ratios "
+                "below are the medians of these rounds.\n\n"
+                + _table(["c" if k == "concurrency" else k for k in keys], [[r[k] for k in keys] for r in rounds])
+                + "\n"
+            )
         ratios = results["serving"]["ratios"]
         if ratios:
             keys = [k for k in ratios[0] if k != "concurrency"]

@@ -2,7 +2,7 @@
 chart.png under the output folder, and stops everything it started.
 
     python -m bench                         # both parts
-    python -m bench --part1                 # end to end only: A, B (one local stack), then C
+    python -m bench --part1                 # end to end only: A and C taking turns, B on A's stack
     python -m bench --part2                 # the gateway's own cost only (no engine, one to two minutes)
     python -m bench --part1 --systems A --concurrency 1 --num-prompts 2 --nonstream-concurrency 0
 """
@@ -53,6 +53,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     one.add_argument(
         "--ttft-pairs", type=int, default=ServingConfig.ttft_pairs, help="A/B request pairs for the added TTFT; 0 skips"
     )
+    one.add_argument(
+        "--rounds", type=int, default=ServingConfig.rounds, help="A and C taking turns at 32 and 64 (default 3)"
+    )
 
     two = parser.add_argument_group("part 2")
     two.add_argument("--streams", type=int, default=64, help="concurrent streams (default 64)")
@@ -95,6 +98,7 @@ def _part1(args: argparse.Namespace, out_dir: Path) -> dict[str, Any]:
         warmups=args.warmups,
         nonstream_concurrency=args.nonstream_concurrency,
         ttft_pairs=args.ttft_pairs,
+        rounds=args.rounds,
     )
     serving = Serving(serving_config, _log)
     part: dict[str, Any] = {}

@@ -43,10 +43,10 @@ def bench_argv(
 
 def run_vllm_bench(
     system: str, base_url: str, model: str, backend: str, workload: Workload, concurrency: int,
-    num_prompts: int, warmups: int, result_dir: Path, timeout_s: float = 3600.0,
+    num_prompts: int, warmups: int, result_dir: Path, round_: int = 0, timeout_s: float = 3600.0,
 ) -> dict[str, Any]:  # fmt: skip
     """One `vllm bench serve` run; returns its saved JSON with our labels added."""
-    name = f"{system}-{backend}-c{concurrency}"
+    name = f"{system}-{backend}-c{concurrency}" + (f"-r{round_}" if round_ else "")
     argv = bench_argv(base_url, model, backend, workload, concurrency, num_prompts, warmups, result_dir, f"{name}.json")
     run_module("bench.vllm_bench", argv, result_dir / f"{name}.log", timeout_s)
     result = json.loads((result_dir / f"{name}.json").read_text())

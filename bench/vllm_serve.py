@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from localstack.net import http_ok
-from localstack.model_repo import cpu_engine_args
+from localstack.model_repo import ENGINE_MEMORY_SHARE, cpu_engine_args
 from localstack.paths import DEFAULT_MODEL_NAME
 from localstack.processes import Service, wait_until
 
@@ -35,14 +35,16 @@ def engine_flags(engine_args: dict[str, Any]) -> list[str]:
     return flags
 
 
-def serve_argv(model_dir: Path, port: int, served_name: str = DEFAULT_MODEL_NAME) -> list[str]:
+def serve_argv(
+    model_dir: Path, port: int, served_name: str = DEFAULT_MODEL_NAME, memory_share: float = ENGINE_MEMORY_SHARE
+) -> list[str]:
     return [
         sys.executable, "-m", "vllm.entrypoints.openai.api_server",
         "--model", str(model_dir),
         "--served-model-name", served_name,
         "--host", "127.0.0.1",
         "--port", str(port),
-        *engine_flags(cpu_engine_args(model_dir)),
+        *engine_flags(cpu_engine_args(model_dir, memory_share)),
     ]  # fmt: skip
 
 
@@ -61,8 +63,9 @@ class VllmServer:
     """`python -m vllm.entrypoints.openai.api_server` as a supervised child; the engine's first start
     compiles for a minute or two."""
 
-    def __init__(self, model_dir: Path, port: int, log_path: Path) -> None:
+    def __init__(self, model_dir: Path, port: int, log_path: Path, memory_share: float = ENGINE_MEMORY_SHARE) -> None:
         self.model_dir = model_dir
+        self.memory_share = memory_share
         self.port = port
         self.log_path = log_path
         self.service: Service | None = None
@@ -72,7 +75,8 @@ class VllmServer:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self, timeout_s: float = 900.0) -> "VllmServer":
-        self.service = Service("vllm-serve", serve_argv(self.model_dir, self.port), _env(), self.log_path)
+        argv = serve_argv(self.model_dir, self.port, memory_share=self.memory_share)
+        self.service = Service("vllm-serve", argv, _env(), self.log_path)
         if not wait_until(lambda: http_ok(f"{self.url}/health"), timeout_s, 1.0, self.service):
             tail = self.service.log_tail()
             self.stop()

@@ -12,14 +12,18 @@ from localstack.paths import DEFAULT_MODEL_NAME, REPO_ROOT
 CHECKED_IN_REPOSITORY = REPO_ROOT / "model_repository"
 
 
-def cpu_engine_args(model_dir: Path) -> dict[str, Any]:
+# The share of memory one engine takes for weights plus KV cache; two engines side by side take less each.
+ENGINE_MEMORY_SHARE = 0.4
+
+
+def cpu_engine_args(model_dir: Path, memory_share: float = ENGINE_MEMORY_SHARE) -> dict[str, Any]:
     """Engine arguments measured to work with vLLM's CPU build on a 2-core machine."""
     return {
         "model": str(model_dir),
         "dtype": "bfloat16",
         "max_model_len": 2048,
         # On the CPU this is the share of NUMA node 0's memory for weights plus KV cache.
-        "gpu_memory_utilization": 0.4,
+        "gpu_memory_utilization": memory_share,
         "disable_log_stats": False,
         # Recomputing every prompt keeps greedy outputs identical from one request to the next
         # (a prefix-cache hit computes in another order, and bf16 rounding then differs).
@@ -27,11 +31,13 @@ def cpu_engine_args(model_dir: Path) -> dict[str, Any]:
     }
 
 
-def write_model_repository(target: Path, model_dir: Path, name: str = DEFAULT_MODEL_NAME) -> Path:
+def write_model_repository(
+    target: Path, model_dir: Path, name: str = DEFAULT_MODEL_NAME, memory_share: float = ENGINE_MEMORY_SHARE
+) -> Path:
     """A repository serving `model_dir` under `name`, configured like the checked-in model."""
     model = target / name
     shutil.rmtree(model, ignore_errors=True)
     (model / "1").mkdir(parents=True)
     shutil.copy2(CHECKED_IN_REPOSITORY / DEFAULT_MODEL_NAME / "config.pbtxt", model / "config.pbtxt")
-    (model / "1" / "model.json").write_text(json.dumps(cpu_engine_args(model_dir), indent=2) + "\n")
+    (model / "1" / "model.json").write_text(json.dumps(cpu_engine_args(model_dir, memory_share), indent=2) + "\n")
     return target

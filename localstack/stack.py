@@ -10,7 +10,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from localstack.model_repo import write_model_repository
+from localstack.model_repo import ENGINE_MEMORY_SHARE, write_model_repository
 from localstack.paths import (
     BACKEND_DIR,
     DEFAULT_MODEL_NAME,
@@ -57,6 +57,7 @@ class StackConfig:
     model_name: str = DEFAULT_MODEL_NAME
     start_timeout_s: float = 600.0
     gateway_env: dict[str, str] = field(default_factory=dict)
+    engine_memory_share: float = ENGINE_MEMORY_SHARE
 
 
 class LocalStack:
@@ -110,7 +111,9 @@ class LocalStack:
         cache = cfg.cache
         if not cache.triton_bin.is_file() or not cache.default_model_dir.is_dir():
             raise StackError(f"the local stack is not prepared in {cache.root}: run scripts/install.sh")
-        repository = write_model_repository(cfg.run_dir / "model_repository", cache.default_model_dir, cfg.model_name)
+        repository = write_model_repository(
+            cfg.run_dir / "model_repository", cache.default_model_dir, cfg.model_name, cfg.engine_memory_share
+        )
         argv = [
             str(cache.triton_bin),
             f"--model-repository={repository}",

@@ -30,5 +30,26 @@ def test_cpu_table_lists_each_role_per_token() -> None:
     lines = _cpu_table(runs).splitlines()
     rows = [line for line in lines if line.startswith("| A") or line.startswith("| C")]
     assert len(rows) == 2
-    assert rows[0].split(" | ")[3:6] == ["140.00", "330.00", "–"]
+    assert rows[0].split(" | ")[3:7] == ["0", "140.00", "330.00", "–"]
     assert "2,400.00" in rows[1]
+
+
+def test_a_over_c_is_the_median_of_the_rounds_ratios() -> None:
+    from bench.report import ac_rounds, serving_ratios
+
+    def run(system: str, round_: int, tok_s: float, ttft: float) -> dict:
+        return {"system": system, "backend": "openai", "max_concurrency": 64, "round": round_,
+                "output_throughput": tok_s, "p50_ttft_ms": ttft}  # fmt: skip
+
+    runs = [
+        run("A", 0, 300.0, 2000.0), run("C", 0, 400.0, 2000.0),  # a slow moment for both would cancel out
+        run("C", 1, 300.0, 2500.0), run("A", 1, 330.0, 2400.0),
+        run("A", 2, 350.0, 2200.0), run("C", 2, 350.0, 2000.0),
+        run("A", 3, 999.0, 1.0),  # no C to pair with: left out
+    ]  # fmt: skip
+    rounds = ac_rounds(runs)
+    assert [(r["round"], r["A/C tok/s"]) for r in rounds] == [(0, 0.75), (1, 1.1), (2, 1.0)]
+    row = next(r for r in serving_ratios(runs) if r["concurrency"] == 64)
+    assert row["A/C tok/s completions"] == 1.0
+    assert row["A/C TTFT p50 completions"] == 1.0  # median of 1.0, 0.96, 1.1
+    assert row["A/C tok/s chat"] is None
