@@ -3,6 +3,7 @@ markdown reports are complete and the chart is skipped with a note."""
 
 from __future__ import annotations
 
+import statistics
 from pathlib import Path
 from typing import Any
 
@@ -20,10 +21,13 @@ def available() -> bool:
 
 
 def _series(runs: list[dict[str, Any]], system: str, backend: str, key: str) -> tuple[list[int], list[float]]:
-    points = sorted(
-        (r["max_concurrency"], r.get(key) or 0.0) for r in runs if r["system"] == system and r["backend"] == backend
-    )
-    return [c for c, _ in points], [v for _, v in points]
+    """One point per concurrency: the median of its rounds."""
+    by_c: dict[int, list[float]] = {}
+    for r in runs:
+        if r["system"] == system and r["backend"] == backend:
+            by_c.setdefault(r["max_concurrency"], []).append(r.get(key) or 0.0)
+    xs = sorted(by_c)
+    return xs, [statistics.median(by_c[c]) for c in xs]
 
 
 def draw(results: dict[str, Any], path: Path) -> Path | None:
