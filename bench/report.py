@@ -245,7 +245,7 @@ def markdown(results: dict[str, Any]) -> str:
             parts.append((_table(["field", "A", "C"], rows) if rows else "none") + "\n")
         rounds = ac_rounds(runs)
         if any(r["round"] for r in rounds):
-            keys = [k for k in rounds[0]]
+            keys = list(rounds[0])
             parts.append(
                 "A and C round by round (each round's two runs back to back, A first in even rounds); the ratios "
                 "below are the medians of these rounds.\n\n"
