@@ -24,11 +24,18 @@ class CostConfig:
     streams: int = 64
     max_tokens: int = 256
     duration_s: float = 10.0
+    rounds: int = 3  # gateway and floor take turns, so the machine's drift hits both alike
     warmup_s: float = 1.0
     latency_requests: int = 20
     rss_streams: int = 256
     rss_max_tokens: int = 60
     slow_token_delay_s: float = 0.1  # rss_max_tokens x this = how long the RSS streams stay open
+
+
+def median_run(runs: list[dict[str, Any]], key: str) -> dict[str, Any]:
+    """The run whose `key` is the median (the lower middle one, for an even count)."""
+    ordered = sorted(runs, key=lambda run: run[key])
+    return ordered[(len(ordered) - 1) // 2]
 
 
 def _cost(summary: dict[str, Any], usage: Usage) -> dict[str, Any]:
@@ -113,9 +120,21 @@ class GatewayCost:
                 gateway_pid, triton_pid = stack.gateway.pid, stack.triton.pid
                 grpc_url = f"127.0.0.1:{stack_config.grpc_port}"
                 n, d = cfg.streams, cfg.duration_s
-                self.log(f"  throughput: {n} streams x {cfg.max_tokens} chunks for {d:g} s each")
-                results["gateway"] = self._http("gateway", stack.gateway_url, gateway_pid, n, duration_s=d)
-                results["floor"] = self._http("floor", floor_url, floor.pid, n, duration_s=d)
+                self.log(
+                    f"  throughput: {n} streams x {cfg.max_tokens} chunks for {d:g} s each, gateway and floor "
+                    f"taking turns for {cfg.rounds} rounds"
+                )
+                servers = [("gateway", stack.gateway_url, gateway_pid), ("floor", floor_url, floor.pid)]
+                rounds = []
+                for round_ in range(1, cfg.rounds + 1):
+                    order = servers if round_ % 2 else servers[::-1]
+                    runs = {
+                        name: self._http(f"{name}-r{round_}", url, pid, n, duration_s=d) for name, url, pid in order
+                    }
+                    rounds.append({"round": round_, **runs})
+                results["rounds"] = rounds
+                for name in ("gateway", "floor"):
+                    results[name] = median_run([r[name] for r in rounds], "chunks_per_cpu_s")
                 results["triton_direct"] = self._grpc("triton-direct", grpc_url, triton_pid, n, duration_s=d)
                 self.log(f"  latency: {cfg.latency_requests} requests one at a time")
                 k = cfg.latency_requests

@@ -80,12 +80,24 @@ def serving_ratios(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return rows
 
 
+def _cost_rounds(cost: dict[str, Any]) -> list[dict[str, Any]]:
+    """Gateway and floor round by round; a run without rounds counts as one round."""
+    return cost.get("rounds") or [{"round": 0, "gateway": cost["gateway"], "floor": cost["floor"]}]
+
+
 def cost_figures(cost: dict[str, Any]) -> dict[str, Any]:
+    """Gateway/floor ratios are the medians of the rounds' ratios; the other figures come from the runs with the
+    median chunks per CPU-s."""
     gateway, floor, direct = cost["gateway"], cost["floor"], cost["triton_direct"]
     c1 = cost["latency_c1"]
+    rounds = _cost_rounds(cost)
     return {
-        "gateway/floor chunks per CPU-s": _ratio(gateway["chunks_per_cpu_s"], floor["chunks_per_cpu_s"]),
-        "gateway/floor chunks/s": _ratio(gateway["chunks_per_s"], floor["chunks_per_s"]),
+        "gateway/floor chunks per CPU-s": _median(
+            [_ratio(r["gateway"]["chunks_per_cpu_s"], r["floor"]["chunks_per_cpu_s"]) for r in rounds]
+        ),
+        "gateway/floor chunks/s": _median(
+            [_ratio(r["gateway"]["chunks_per_s"], r["floor"]["chunks_per_s"]) for r in rounds]
+        ),
         "gateway chunks per CPU-s": gateway["chunks_per_cpu_s"],
         "gateway CPU us per chunk": gateway["cpu_us_per_chunk"],
         "floor CPU us per chunk": floor["cpu_us_per_chunk"],
@@ -294,6 +306,16 @@ def markdown(results: dict[str, Any]) -> str:
             rows.append([f"{label}, one at a time", 1, r["completed"], r["chunks_per_s"], r["server_cpu_s"],
                          r["chunks_per_cpu_s"], r["cpu_us_per_chunk"], r["p50_ttft_ms"], r["p50_e2el_ms"]])  # fmt: skip
         parts.append(_table(headers, rows) + "\n")
+        if cost.get("rounds"):
+            parts.append("Gateway and floor took turns; the table above shows each one's median round.\n")
+            round_rows = [
+                [r["round"], r["gateway"]["cpu_us_per_chunk"], r["floor"]["cpu_us_per_chunk"],
+                 _ratio(r["gateway"]["chunks_per_cpu_s"], r["floor"]["chunks_per_cpu_s"])]
+                for r in cost["rounds"]
+            ]  # fmt: skip
+            parts.append(
+                _table(["round", "gateway CPU us/chunk", "floor CPU us/chunk", "gateway/floor"], round_rows) + "\n"
+            )
         figures = cost_figures(cost)
         parts.append(_table(["figure", "value"], [[k, v] for k, v in figures.items()]) + "\n")
     parts.append("## Targets\n")

@@ -53,8 +53,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     one.add_argument(
         "--ttft-pairs", type=int, default=ServingConfig.ttft_pairs, help="A/B request pairs for the added TTFT; 0 skips"
     )
-    one.add_argument(
-        "--rounds", type=int, default=ServingConfig.rounds, help="A and C taking turns at 32 and 64 (default 3)"
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=ServingConfig.rounds,
+        help="rounds of taking turns: A and C at 32 and 64, gateway and floor in part 2 (default 3)",
     )
 
     two = parser.add_argument_group("part 2")
@@ -127,6 +130,7 @@ def _part2(args: argparse.Namespace, out_dir: Path) -> dict[str, Any]:
         streams=args.streams,
         max_tokens=args.max_tokens,
         duration_s=args.duration,
+        rounds=args.rounds,
         latency_requests=args.latency_requests,
         rss_streams=args.rss_streams,
         rss_max_tokens=args.rss_max_tokens,

@@ -53,3 +53,32 @@ def test_a_over_c_is_the_median_of_the_rounds_ratios() -> None:
     assert row["A/C tok/s completions"] == 1.0
     assert row["A/C TTFT p50 completions"] == 1.0  # median of 1.0, 0.96, 1.1
     assert row["A/C tok/s chat"] is None
+
+
+def test_gateway_over_floor_is_the_median_of_the_rounds_ratios() -> None:
+    from bench.gateway_cost import median_run
+    from bench.report import cost_figures, markdown
+
+    def run(cpu_s_per_chunk: float) -> dict:
+        chunks = 10_000
+        return {"chunks": chunks, "chunks_per_s": 1_000.0, "chunks_per_cpu_s": 1 / cpu_s_per_chunk,
+                "cpu_us_per_chunk": cpu_s_per_chunk * 1e6, "server_cpu_s": chunks * cpu_s_per_chunk,
+                "max_concurrency": 64, "completed": 40, "p50_ttft_ms": 1.0, "p50_e2el_ms": 5.0,
+                "rss_start_mb": 80.0, "rss_peak_mb": 110.0, "peak_in_flight": 256}  # fmt: skip
+
+    rounds = [
+        {"round": 1, "gateway": run(100e-6), "floor": run(10e-6)},  # 0.1
+        {"round": 2, "gateway": run(150e-6), "floor": run(15e-6)},  # 0.1: a slow moment for both
+        {"round": 3, "gateway": run(100e-6), "floor": run(20e-6)},  # 0.2
+    ]
+    gateways = [r["gateway"] for r in rounds]
+    cost = {"rounds": rounds, "gateway": median_run(gateways, "chunks_per_cpu_s"),
+            "floor": median_run([r["floor"] for r in rounds], "chunks_per_cpu_s"), "triton_direct": run(50e-6),
+            "latency_c1": {"gateway": run(1e-4), "floor": run(1e-5), "triton_direct": run(5e-5)},
+            "rss": run(1e-4)}  # fmt: skip
+    figures = cost_figures(cost)
+    assert round(figures["gateway/floor chunks per CPU-s"], 6) == 0.1
+    assert round(figures["gateway CPU us per chunk"]) == 100  # the median round's gateway
+    assert cost["floor"]["cpu_us_per_chunk"] == 15.0
+    text = markdown({"started": "now", "command": "bench", "gateway_cost": cost, "targets": []})
+    assert "| 3 | 100.00 | 20.00 | 0.20 |" in text
