@@ -3,7 +3,7 @@ chart.png under the output folder, and stops everything it started.
 
     python -m bench                         # both parts
     python -m bench --part1                 # end to end only: A and C taking turns, B on A's stack
-    python -m bench --part2                 # the gateway's own cost only (no engine, one to two minutes)
+    python -m bench --part2                 # the gateway's own cost only (no engine, two to three minutes)
     python -m bench --part1 --systems A --concurrency 1 --num-prompts 2 --nonstream-concurrency 0
 """
 
