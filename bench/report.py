@@ -80,6 +80,10 @@ def serving_ratios(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return rows
 
 
+def _over_floor(round_: dict[str, Any], key: str) -> float | None:
+    return _ratio(round_["gateway"][key], round_["floor"][key])
+
+
 def _cost_rounds(cost: dict[str, Any]) -> list[dict[str, Any]]:
     """Gateway and floor round by round; a run without rounds counts as one round."""
     return cost.get("rounds") or [{"round": 0, "gateway": cost["gateway"], "floor": cost["floor"]}]
@@ -92,12 +96,8 @@ def cost_figures(cost: dict[str, Any]) -> dict[str, Any]:
     c1 = cost["latency_c1"]
     rounds = _cost_rounds(cost)
     return {
-        "gateway/floor chunks per CPU-s": _median(
-            [_ratio(r["gateway"]["chunks_per_cpu_s"], r["floor"]["chunks_per_cpu_s"]) for r in rounds]
-        ),
-        "gateway/floor chunks/s": _median(
-            [_ratio(r["gateway"]["chunks_per_s"], r["floor"]["chunks_per_s"]) for r in rounds]
-        ),
+        "gateway/floor chunks per CPU-s": _median([_over_floor(r, "chunks_per_cpu_s") for r in rounds]),
+        "gateway/floor chunks/s": _median([_over_floor(r, "chunks_per_s") for r in rounds]),
         "gateway chunks per CPU-s": gateway["chunks_per_cpu_s"],
         "gateway CPU us per chunk": gateway["cpu_us_per_chunk"],
         "floor CPU us per chunk": floor["cpu_us_per_chunk"],
@@ -310,7 +310,7 @@ def markdown(results: dict[str, Any]) -> str:
             parts.append("Gateway and floor took turns; the table above shows each one's median round.\n")
             round_rows = [
                 [r["round"], r["gateway"]["cpu_us_per_chunk"], r["floor"]["cpu_us_per_chunk"],
-                 _ratio(r["gateway"]["chunks_per_cpu_s"], r["floor"]["chunks_per_cpu_s"])]
+                 _over_floor(r, "chunks_per_cpu_s")]
                 for r in cost["rounds"]
             ]  # fmt: skip
             parts.append(
