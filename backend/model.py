@@ -1,8 +1,8 @@
 """Triton Python-based backend `vllm`: serves a vLLM engine through Triton, on vLLM's public API.
 
 Triton calls `execute` on its own thread; every request is handed to an asyncio
-loop running in a background thread, where the engine streams its outputs back
-through the request's response sender (the model is decoupled).
+loop running in a background thread, where the engine streams its outputs; a third
+thread sends them back through the request's response sender (the model is decoupled).
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from vllm_backend.interface import INPUTS, OPTIONAL_OUTPUTS, OUTPUTS, SPARSE_OUT
 from vllm_backend.lora import LoraError, lora_table, resolve_lora  # noqa: E402
 from vllm_backend.metrics import COUNTER, GAUGE, FamilySpec, MetricsSink, family_specs  # noqa: E402
 from vllm_backend.metrics import stat_logger_factory  # noqa: E402
+from vllm_backend.outbox import Outbox  # noqa: E402
 from vllm_backend.outputs import OutputOptions, ResponseArrays  # noqa: E402
 from vllm_backend.params import BackendParams  # noqa: E402
 from vllm_backend.reaper import Reaper  # noqa: E402
@@ -133,6 +134,7 @@ class TritonPythonModel:
         self.loop = asyncio.new_event_loop()
         self.loop_thread = threading.Thread(target=self.loop.run_forever, name="vllm-backend-loop", daemon=True)
         self.loop_thread.start()
+        self.outbox = Outbox(on_error=self.logger.log_error)
         self.reaper = Reaper()
         self.engine = self._run(self._start_engine())
         self.tokenizer = self.engine.get_tokenizer()
@@ -177,6 +179,7 @@ class TritonPythonModel:
         self.reaper.close()
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.loop_thread.join(timeout=10)
+        self.outbox.close()
 
     # ---- engine health ----------------------------------------------------------------------------
 
@@ -322,14 +325,14 @@ class TritonPythonModel:
                 if output.finished:
                     last = response
                     break
-                sender.send(response)
+                self.outbox.send(sender, response)
             if sender.is_cancelled():
                 await engine.abort(request_id)
-                sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+                self.outbox.send(sender, None, pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
             elif last is not None:
-                sender.send(last, flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+                self.outbox.send(sender, last, pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
             else:
-                sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+                self.outbox.send(sender, None, pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
         except CLIENT_ERRORS as exc:  # vLLM's input validation (prompt too long, bad parameter, ...)
             await engine.abort(request_id)
             self._fail(sender, str(exc), pb_utils.TritonError.INVALID_ARG)
@@ -369,7 +372,8 @@ class TritonPythonModel:
             error = pb_utils.TritonError(message, code)
         except TypeError:  # older stubs take no code
             error = pb_utils.TritonError(message)
-        sender.send(
+        self.outbox.send(
+            sender,
             pb_utils.InferenceResponse(output_tensors=[], error=error),
-            flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL,
+            pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL,
         )

@@ -1,0 +1,52 @@
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+from vllm_backend.outbox import Outbox
+
+
+class RecordingSender:
+    """A response sender whose `send` takes a while, as a round trip to Triton does."""
+
+    def __init__(self, log: list[tuple[str, Any, int]], name: str, delay_s: float = 0.0) -> None:
+        self.log, self.name, self.delay_s = log, name, delay_s
+        self.threads: set[str] = set()
+
+    def send(self, response: Any = None, flags: int = 0) -> None:
+        time.sleep(self.delay_s)
+        self.threads.add(threading.current_thread().name)
+        if response == "boom":
+            raise RuntimeError("request already ended")
+        self.log.append((self.name, response, flags))
+
+
+def test_send_returns_at_once_and_close_delivers_everything_in_order() -> None:
+    log: list[tuple[str, Any, int]] = []
+    a, b = RecordingSender(log, "a", delay_s=0.01), RecordingSender(log, "b", delay_s=0.01)
+    outbox = Outbox(on_error=lambda message: None)
+    start = time.perf_counter()
+    for i in range(20):
+        outbox.send(a, f"a{i}")
+        outbox.send(b, f"b{i}")
+    outbox.send(a, None, 1)
+    outbox.send(b, "b-last", 1)
+    queued_in = time.perf_counter() - start
+    outbox.close()
+    assert queued_in < 0.1  # 42 sends of 10 ms each were not waited for
+    assert [entry for entry in log if entry[0] == "a"] == [*(("a", f"a{i}", 0) for i in range(20)), ("a", None, 1)]
+    assert [entry for entry in log if entry[0] == "b"] == [*(("b", f"b{i}", 0) for i in range(20)), ("b", "b-last", 1)]
+    assert a.threads == {"vllm-backend-sender"}
+
+
+def test_a_failed_send_is_reported_and_the_rest_still_go_out() -> None:
+    log: list[tuple[str, Any, int]] = []
+    errors: list[str] = []
+    sender = RecordingSender(log, "a")
+    outbox = Outbox(on_error=errors.append)
+    outbox.send(sender, "boom")
+    outbox.send(sender, "after", 1)
+    outbox.close()
+    assert errors == ["[vllm] could not send a response: request already ended"]
+    assert log == [("a", "after", 1)]
