@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import uvicorn
 
 from gateway.observability.multiprocess import shared_metrics_dir
@@ -10,6 +12,8 @@ from gateway.settings import get_settings
 
 def main() -> None:
     settings = get_settings()
+    # Read once, when gRPC starts in a worker: set before the app (and gRPC) is imported, and inherited by workers.
+    os.environ["GRPC_EXPERIMENTS"] = settings.grpc_experiments
     with shared_metrics_dir(settings.workers, settings.prometheus_multiproc_dir):
         uvicorn.run(
             "gateway.app:create_app",
