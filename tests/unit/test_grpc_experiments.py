@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -12,7 +13,7 @@ from gateway.settings import Settings, get_settings
 
 
 @pytest.fixture
-def captured_run(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+def captured_run(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
     seen: dict[str, Any] = {}
 
     def fake_run(app: str, **kwargs: Any) -> None:
