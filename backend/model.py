@@ -39,9 +39,6 @@ from vllm_backend.params import BackendParams  # noqa: E402
 from vllm_backend.reaper import Reaper  # noqa: E402
 from vllm_backend.sampling import SamplingError, sampling_from_json  # noqa: E402
 
-# Each is_cancelled() is a round trip to the Triton process: asked by one watcher per request at
-# this pace, not once per engine output, it costs a few messages a second instead of one per token.
-_CANCEL_POLL_S = 0.2
 # Starts every error message caused by the request itself (the client's fault).
 INVALID_REQUEST_PREFIX = "invalid request: "
 UNHEALTHY_MESSAGE = "Model is unavailable due to unhealthy vLLM engine"
@@ -355,9 +352,10 @@ class TritonPythonModel:
                 watcher.cancel()
 
     async def _abort_when_cancelled(self, engine: Any, sender: Any, request_id: str) -> None:
-        """Aborts at once when Triton cancels the request, even between engine outputs."""
+        """Aborts the request, even between engine outputs, once Triton says it was cancelled. Asked at a
+        steady pace rather than per output: each question is a round trip to the Triton process."""
         while not sender.is_cancelled():
-            await asyncio.sleep(_CANCEL_POLL_S)
+            await asyncio.sleep(self.params.cancel_check_interval_s)
         await engine.abort(request_id)
 
     def _response(self, arrays: dict[str, Any]) -> Any:

@@ -38,6 +38,9 @@ class BackendParams:
     health_check_interval_s: float = 1.0
     restart_engine: bool = False
     restart_max_backoff_s: float = 60.0
+    # Ours: seconds between asking Triton whether a request was cancelled. Each question is a round trip to
+    # the Triton process, so the pace sets both how soon a cancelled request stops and what watching costs.
+    cancel_check_interval_s: float = 0.5
 
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> "BackendParams":
@@ -47,4 +50,5 @@ class BackendParams:
             health_check_interval_s=_positive_float(config, "VLLM_HEALTH_CHECK_INTERVAL_S", 1.0),
             restart_engine=_flag(config, "RESTART_UNHEALTHY_ENGINE"),
             restart_max_backoff_s=_positive_float(config, "RESTART_MAX_BACKOFF_S", 60.0),
+            cancel_check_interval_s=_positive_float(config, "CANCEL_CHECK_INTERVAL_S", 0.5),
         )

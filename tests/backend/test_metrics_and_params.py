@@ -59,3 +59,10 @@ def test_params_are_case_insensitive_flags() -> None:
 def test_bad_numeric_param_names_itself() -> None:
     with pytest.raises(ValueError, match="VLLM_HEALTH_CHECK_INTERVAL_S"):
         BackendParams.from_config(_config(VLLM_HEALTH_CHECK_INTERVAL_S="soon"))
+
+
+def test_cancel_check_interval() -> None:
+    assert BackendParams().cancel_check_interval_s == 0.5
+    assert BackendParams.from_config(_config(CANCEL_CHECK_INTERVAL_S="0.1")).cancel_check_interval_s == 0.1
+    with pytest.raises(ValueError, match="CANCEL_CHECK_INTERVAL_S"):
+        BackendParams.from_config(_config(CANCEL_CHECK_INTERVAL_S="0"))

@@ -145,6 +145,10 @@ def _generated_tokens(stack: LocalStack, model: str) -> float:
     return sample_value(text, "vllm:generation_tokens_total", model=model) or 0.0
 
 
+def _running(stack: LocalStack, model: str) -> float | None:
+    return sample_value(httpx.get(stack.triton_metrics_url, timeout=5).text, "vllm:num_requests_running", model=model)
+
+
 @pytest.mark.parametrize("stream", [True, False])
 def test_client_disconnect_stops_the_generation(stack: LocalStack, model_name: str, stream: bool) -> None:
     body = {"model": model_name, "prompt": "Tell a very long story.", "max_tokens": 1500, "ignore_eos": True,
@@ -157,7 +161,10 @@ def test_client_disconnect_stops_the_generation(stack: LocalStack, model_name: s
     else:
         with pytest.raises(httpx.ReadTimeout):
             httpx.post(url, json=body, timeout=1.5)
-    time.sleep(1.0)  # the cancel travels gateway -> Triton -> engine within this second
+    # The cancel travels gateway -> Triton -> engine; the backend asks Triton twice a second.
+    deadline = time.monotonic() + 3.0
+    while time.monotonic() < deadline and _running(stack, model_name) != 0:
+        time.sleep(0.1)
     settled = _generated_tokens(stack, model_name)
     time.sleep(2.0)
     assert _generated_tokens(stack, model_name) == settled, "the engine kept generating after the disconnect"
