@@ -21,9 +21,14 @@ def captured_run(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
         seen["app"] = app
 
     monkeypatch.setattr(entry.uvicorn, "run", fake_run)
+    before = os.environ.get("GRPC_EXPERIMENTS")  # main() sets it for real: put back what the process had
     get_settings.cache_clear()
     yield seen
     get_settings.cache_clear()
+    if before is None:
+        os.environ.pop("GRPC_EXPERIMENTS", None)
+    else:
+        os.environ["GRPC_EXPERIMENTS"] = before
 
 
 def test_the_classic_poller_is_the_default(monkeypatch: pytest.MonkeyPatch, captured_run: dict[str, Any]) -> None:
