@@ -89,6 +89,13 @@ class GatewayCost:
             summary = run_json("bench.triton_load", [*common, *load], cfg.out_dir / f"{name}.json", 900)
         return _cost(summary, watch.usage)
 
+    def _grpc_read(self, name: str, grpc_url: str, concurrency: int, duration_s: float) -> dict[str, Any]:
+        """The gateway's Triton client alone, on the same streams; it measures its own CPU."""
+        cfg = self.config
+        args = ["--url", grpc_url, "--concurrency", str(concurrency), "--max-tokens", str(cfg.max_tokens),
+                "--duration", str(duration_s), "--warmup", str(cfg.warmup_s)]  # fmt: skip
+        return run_json("bench.grpc_read", args, cfg.out_dir / f"{name}.json", 900)
+
     def _start_floor(self) -> tuple[Service, str]:
         port = free_port()
         argv = [sys.executable, "-m", "uvicorn", "bench.floor_app:app", "--host", "127.0.0.1", "--port", str(port),
@@ -122,7 +129,7 @@ class GatewayCost:
                 n, d = cfg.streams, cfg.duration_s
                 self.log(
                     f"  throughput: {n} streams x {cfg.max_tokens} chunks for {d:g} s each, gateway and floor "
-                    f"taking turns for {cfg.rounds} rounds"
+                    f"taking turns for {cfg.rounds} rounds, then the gateway's gRPC client alone"
                 )
                 servers = [("gateway", stack.gateway_url, gateway_pid), ("floor", floor_url, floor.pid)]
                 rounds = []
@@ -131,10 +138,12 @@ class GatewayCost:
                     runs = {
                         name: self._http(f"{name}-r{round_}", url, pid, n, duration_s=d) for name, url, pid in order
                     }
+                    runs["grpc_read"] = self._grpc_read(f"grpc-read-r{round_}", grpc_url, n, d)
                     rounds.append({"round": round_, **runs})
                 results["rounds"] = rounds
                 for name in ("gateway", "floor"):
                     results[name] = median_run([r[name] for r in rounds], "chunks_per_cpu_s")
+                results["grpc_read"] = median_run([r["grpc_read"] for r in rounds], "messages_per_cpu_s")
                 results["triton_direct"] = self._grpc("triton-direct", grpc_url, triton_pid, n, duration_s=d)
                 self.log(f"  latency: {cfg.latency_requests} requests one at a time")
                 k = cfg.latency_requests

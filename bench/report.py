@@ -89,6 +89,23 @@ def _cost_rounds(cost: dict[str, Any]) -> list[dict[str, Any]]:
     return cost.get("rounds") or [{"round": 0, "gateway": cost["gateway"], "floor": cost["floor"]}]
 
 
+def _grpc_ceiling(round_: dict[str, Any]) -> float | None:
+    """The gateway/floor ratio a gateway would reach if it spent nothing beyond its gRPC client's reads."""
+    return _ratio(round_["floor"]["cpu_us_per_chunk"], round_["grpc_read"]["cpu_us_per_message"])
+
+
+def _grpc_figures(rounds: list[dict[str, Any]]) -> dict[str, Any]:
+    if not all("grpc_read" in r for r in rounds):
+        return {}
+    return {
+        "gRPC client alone CPU us per message": _median([r["grpc_read"]["cpu_us_per_message"] for r in rounds]),
+        "gateway CPU us per chunk beyond its gRPC client": _median(
+            [r["gateway"]["cpu_us_per_chunk"] - r["grpc_read"]["cpu_us_per_message"] for r in rounds]
+        ),
+        "gateway/floor ceiling set by the gRPC client": _median([_grpc_ceiling(r) for r in rounds]),
+    }
+
+
 def cost_figures(cost: dict[str, Any]) -> dict[str, Any]:
     """Gateway/floor ratios are the medians of the rounds' ratios; the other figures come from the runs with the
     median chunks per CPU-s."""
@@ -101,6 +118,7 @@ def cost_figures(cost: dict[str, Any]) -> dict[str, Any]:
         "gateway chunks per CPU-s": gateway["chunks_per_cpu_s"],
         "gateway CPU us per chunk": gateway["cpu_us_per_chunk"],
         "floor CPU us per chunk": floor["cpu_us_per_chunk"],
+        **_grpc_figures(rounds),
         "added e2e latency p50 ms, c=1": c1["gateway"]["p50_e2el_ms"] - c1["triton_direct"]["p50_e2el_ms"],
         "added TTFT p50 ms, c=1": c1["gateway"]["p50_ttft_ms"] - c1["triton_direct"]["p50_ttft_ms"],
         f"added e2e latency p50 ms, c={gateway['max_concurrency']}": gateway["p50_e2el_ms"] - direct["p50_e2el_ms"],
@@ -310,12 +328,12 @@ def markdown(results: dict[str, Any]) -> str:
             parts.append("Gateway and floor took turns; the table above shows each one's median round.\n")
             round_rows = [
                 [r["round"], r["gateway"]["cpu_us_per_chunk"], r["floor"]["cpu_us_per_chunk"],
-                 _over_floor(r, "chunks_per_cpu_s")]
+                 _over_floor(r, "chunks_per_cpu_s"), r.get("grpc_read", {}).get("cpu_us_per_message")]
                 for r in cost["rounds"]
             ]  # fmt: skip
-            parts.append(
-                _table(["round", "gateway CPU us/chunk", "floor CPU us/chunk", "gateway/floor"], round_rows) + "\n"
-            )
+            headers = ["round", "gateway CPU us/chunk", "floor CPU us/chunk", "gateway/floor",
+                       "gRPC client alone CPU us/message"]  # fmt: skip
+            parts.append(_table(headers, round_rows) + "\n")
         figures = cost_figures(cost)
         parts.append(_table(["figure", "value"], [[k, v] for k, v in figures.items()]) + "\n")
     parts.append("## Targets\n")

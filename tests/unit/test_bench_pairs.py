@@ -82,3 +82,33 @@ def test_gateway_over_floor_is_the_median_of_the_rounds_ratios() -> None:
     assert cost["floor"]["cpu_us_per_chunk"] == 15.0
     text = markdown({"started": "now", "command": "bench", "gateway_cost": cost, "targets": []})
     assert "| 3 | 100.00 | 20.00 | 0.20 |" in text
+
+
+def test_part2_splits_the_gateway_cost_at_its_grpc_client() -> None:
+    from bench.report import cost_figures
+
+    def round_(number: int, gateway_us: float, floor_us: float, grpc_us: float) -> dict:
+        return {
+            "round": number,
+            "gateway": {"cpu_us_per_chunk": gateway_us, "chunks_per_cpu_s": 1e6 / gateway_us, "chunks_per_s": 1.0},
+            "floor": {"cpu_us_per_chunk": floor_us, "chunks_per_cpu_s": 1e6 / floor_us, "chunks_per_s": 1.0},
+            "grpc_read": {"cpu_us_per_message": grpc_us},
+        }
+
+    rounds = [round_(1, 70.0, 7.0, 50.0), round_(2, 80.0, 8.0, 40.0), round_(3, 90.0, 6.0, 60.0)]
+    run = {"max_concurrency": 64, "cpu_us_per_chunk": 80.0, "chunks_per_cpu_s": 12500.0, "p50_e2el_ms": 9.0,
+           "p50_ttft_ms": 1.0}  # fmt: skip
+    cost = {
+        "rounds": rounds, "gateway": run, "floor": run, "triton_direct": run,
+        "latency_c1": {"gateway": run, "triton_direct": run},
+        "rss": {"rss_start_mb": 100.0, "rss_peak_mb": 110.0, "peak_in_flight": 256},
+    }  # fmt: skip
+    figures = cost_figures(cost)
+    assert figures["gRPC client alone CPU us per message"] == 50.0
+    assert figures["gateway CPU us per chunk beyond its gRPC client"] == 30.0  # of 20, 40, 30
+    assert abs(figures["gateway/floor ceiling set by the gRPC client"] - 0.14) < 1e-9  # of 0.14, 0.2, 0.1
+    assert abs(figures["gateway/floor chunks per CPU-s"] - 0.1) < 1e-9
+
+    for r in rounds:
+        del r["grpc_read"]  # results written before the gRPC half was measured
+    assert "gRPC client alone CPU us per message" not in cost_figures(cost)
