@@ -8,7 +8,7 @@ from pathlib import Path
 
 from localstack.paths import DEFAULT_MODEL_NAME
 from localstack.processes import Service
-from localstack.stack import LocalStack, StackConfig, StackError
+from localstack.stack import LocalStack, StackConfig, StackError, python_backend_args
 
 FAKE_MODEL_SOURCE = Path(__file__).with_name("fake_model.py")
 SLOW_MODEL_NAME = f"{DEFAULT_MODEL_NAME}-slow"
@@ -82,7 +82,7 @@ class FakeUpstreamStack(LocalStack):
             f"--http-port={cfg.http_port}",
             f"--grpc-port={cfg.grpc_port}",
             f"--metrics-port={cfg.metrics_port}",
-            f"--backend-config=python,shm-region-prefix-name=tvgb{cfg.grpc_port}_",
+            *python_backend_args(f"tvgb{cfg.grpc_port}_"),
             "--model-control-mode=explicit",
             *(f"--load-model={name}" for name in self.models),
             "--log-verbose=0",

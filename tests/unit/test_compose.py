@@ -67,3 +67,10 @@ def test_gateway_image_is_built_from_the_repo(compose: dict) -> None:
     build = compose["services"]["gateway"]["build"]
     dockerfile = (ROOT / build["context"] / build["dockerfile"]).read_text()
     assert 'CMD ["python", "-m", "gateway"]' in dockerfile
+
+
+def test_triton_gets_the_local_stacks_python_backend_threads(compose: dict) -> None:
+    from localstack.stack import python_backend_args
+
+    local = [arg for arg in python_backend_args("x") if "thread-pool-size" in arg]
+    assert local and all(arg in compose["services"]["triton"]["command"] for arg in local)
