@@ -36,7 +36,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
 
     async def worker(index: int, deadline: float) -> None:
         while time.monotonic() < deadline:
-            request = GenerateRequest(args.model, f"grpc-read-{index}-{counts['requests']}", sampling, True, "hi")
+            request_id = f"grpc-read-{index}-{counts['requests']}"
+            request = GenerateRequest(args.model, request_id, sampling, stream=True, text_input="hi")
             counts["requests"] += 1
             async for _ in client.generate(request):
                 counts["messages"] += 1
