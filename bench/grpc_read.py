@@ -12,10 +12,10 @@ import asyncio
 import json
 import os
 import resource
-import time
 from pathlib import Path
 from typing import Any
 
+from bench.loadgen import RequestRecord, drive
 from gateway.settings import get_settings
 from localstack.paths import DEFAULT_MODEL_NAME
 
@@ -32,33 +32,26 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
 
     client = TritonClient(args.url, request_timeout_s=600.0, health_timeout_s=5.0, model_cache_s=0.0)
     sampling = {"max_tokens": args.max_tokens, "ignore_eos": True, "temperature": 0}
-    counts = {"messages": 0, "requests": 0}
 
-    async def worker(index: int, deadline: float) -> None:
-        while time.monotonic() < deadline:
-            request_id = f"grpc-read-{index}-{counts['requests']}"
-            request = GenerateRequest(args.model, request_id, sampling, stream=True, text_input="hi")
-            counts["requests"] += 1
-            async for _ in client.generate(request):
-                counts["messages"] += 1
-
-    async def load(seconds: float) -> None:
-        deadline = time.monotonic() + seconds
-        await asyncio.gather(*(worker(i, deadline) for i in range(args.concurrency)))
+    async def send(i: int, record: RequestRecord) -> None:
+        request = GenerateRequest(args.model, f"grpc-read-{i}", sampling, stream=True, text_input="hi")
+        async for _ in client.generate(request):
+            record.chunks += 1
+        record.ok = True
 
     try:
-        await load(args.warmup)
-        counts.update(messages=0, requests=0)
-        cpu, wall = _cpu_s(), time.monotonic()
-        await load(args.duration)
-        cpu, wall = _cpu_s() - cpu, time.monotonic() - wall
+        await drive(send, args.concurrency, duration_s=args.warmup)
+        cpu = _cpu_s()
+        result = await drive(send, args.concurrency, duration_s=args.duration)
+        cpu = _cpu_s() - cpu
     finally:
         await client.close()
-    messages = counts["messages"]
+    messages, wall = sum(r.chunks for r in result.records), result.wall_s
     return {
         "client": "bench.grpc_read",
         "max_concurrency": args.concurrency,
-        "requests": counts["requests"],
+        "requests": len(result.records),
+        "failed": sum(not r.ok for r in result.records),
         "messages": messages,
         "wall_s": wall,
         "cpu_s": cpu,
