@@ -24,6 +24,7 @@ import psutil  # noqa: E402
 import triton_python_backend_utils as pb_utils  # noqa: E402
 from vllm import AsyncEngineArgs  # noqa: E402
 from vllm.engine.async_llm_engine import AsyncLLMEngine  # noqa: E402
+from vllm.inputs import tokens_input  # noqa: E402
 
 from vllm_backend.chat import ChatError, parse_messages, parse_template_kwargs, render_chat  # noqa: E402
 from vllm_backend.devices import engine_environment, ignored_device_ids  # noqa: E402
@@ -282,10 +283,17 @@ class TritonPythonModel:
     def _parse(self, request: Any) -> tuple[dict[str, Any], Any, Any, OutputOptions]:
         """The engine prompt, sampling parameters, LoRA request and output options of one request."""
         prompt, prompt_ids = self._prompt(request)
-        engine_prompt: dict[str, Any] = {"prompt_token_ids": prompt_ids}
         images = _tensor(request, "image")
-        if images is not None:
-            engine_prompt["multi_modal_data"] = multi_modal_data(decode_images(images))
+        engine_prompt: dict[str, Any]
+        if images is None:
+            # Already tokenized, so rendered: vLLM takes it on the calling loop. A raw prompt would go
+            # through its renderer's thread first, one more hand-over before the engine sees the request.
+            engine_prompt = tokens_input(prompt_ids, prompt=prompt)
+        else:  # images still need vLLM's multi-modal processing
+            engine_prompt = {
+                "prompt_token_ids": prompt_ids,
+                "multi_modal_data": multi_modal_data(decode_images(images)),
+            }
         stream = _flag(request, "stream")
         exclude = _scalar(request, "exclude_input_in_output")
         if stream and exclude is not None and not bool(exclude):
