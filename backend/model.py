@@ -26,6 +26,7 @@ from vllm import AsyncEngineArgs  # noqa: E402
 from vllm.engine.async_llm_engine import AsyncLLMEngine  # noqa: E402
 from vllm.inputs import tokens_input  # noqa: E402
 
+from vllm_backend.affinity import unconfined_thread  # noqa: E402
 from vllm_backend.chat import ChatError, parse_messages, parse_template_kwargs, render_chat  # noqa: E402
 from vllm_backend.devices import engine_environment, ignored_device_ids  # noqa: E402
 from vllm_backend.errors import CLIENT_ERRORS  # noqa: E402
@@ -158,7 +159,8 @@ class TritonPythonModel:
 
     async def _start_engine(self) -> AsyncLLMEngine:
         loggers = [stat_logger_factory(self.sink)] if self.sink is not None else None
-        engine = AsyncLLMEngine.from_engine_args(AsyncEngineArgs(**self.engine_args), stat_loggers=loggers)
+        with unconfined_thread():  # the engine's processes inherit this thread's cores
+            engine = AsyncLLMEngine.from_engine_args(AsyncEngineArgs(**self.engine_args), stat_loggers=loggers)
         # The engine's processes are this stub's children (the reaper excepted): stop them if the stub dies.
         children = psutil.Process().children(recursive=True)
         self.reaper.guard([p for p in children if p.pid != self.reaper.process.pid])

@@ -23,6 +23,7 @@ from localstack.paths import (
 import psutil
 
 from localstack.net import http_ok
+from localstack.placement import keep_off_compute_cores
 from localstack.processes import Service, wait_until
 
 
@@ -71,6 +72,8 @@ class StackConfig:
     start_timeout_s: float = 600.0
     gateway_env: dict[str, str] = field(default_factory=dict)
     engine_memory_share: float = ENGINE_MEMORY_SHARE
+    # Triton, its stubs and the gateway on the cores vLLM's CPU workers leave free (localstack.placement).
+    keep_off_engine_cores: bool = True
 
 
 class LocalStack:
@@ -78,6 +81,7 @@ class LocalStack:
         self.config = config
         self.triton: Service | None = None
         self.gateway: Service | None = None
+        self.serving_cores: set[int] = set()
 
     @property
     def gateway_url(self) -> str:
@@ -191,6 +195,14 @@ class LocalStack:
     def restart_triton(self) -> None:
         self.start_triton()
         self.wait_triton_ready()
+        self.place_processes()
+
+    def place_processes(self) -> None:
+        """Once the engine is up, everything else moves to the cores its compute threads leave free."""
+        if not self.config.keep_off_engine_cores:
+            return
+        services = [s for s in (self.triton, self.gateway) if s is not None and s.running()]
+        self.serving_cores = keep_off_compute_cores(psutil.Process(s.pid) for s in services)
 
     def start(self) -> "LocalStack":
         self.config.run_dir.mkdir(parents=True, exist_ok=True)
@@ -199,6 +211,7 @@ class LocalStack:
             self.start_gateway()
             self.wait_triton_ready()
             self.wait_gateway_ready()
+            self.place_processes()
         except BaseException:
             self.stop()
             raise

@@ -1,0 +1,58 @@
+"""The local stack keeps Triton, its stub, the engine's scheduler and the gateway off the cores vLLM's CPU
+worker computes on, and a reloaded engine still computes on its own core."""
+
+from __future__ import annotations
+
+import os
+
+import httpx
+import psutil
+import pytest
+
+from localstack.placement import ENGINE_WORKER_NAME
+from localstack.stack import LocalStack
+
+needs_two_cores = pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="one core: nothing to keep apart")
+
+
+def _thread_cores(process: psutil.Process) -> set[int]:
+    cores: set[int] = set()
+    for thread in process.threads():
+        try:
+            cores |= os.sched_getaffinity(thread.id)
+        except ProcessLookupError:
+            continue
+    return cores
+
+
+def _placement(stack: LocalStack) -> tuple[set[int], set[int]]:
+    """(cores of the engine's workers, cores of every thread of every other process of the stack)."""
+    assert stack.triton is not None and stack.gateway is not None
+    family = [psutil.Process(stack.triton.pid), *stack.triton.descendants(), psutil.Process(stack.gateway.pid)]
+    workers = [p for p in family if p.name().startswith(ENGINE_WORKER_NAME)]
+    assert workers, "no engine worker under Triton"
+    compute = set().union(*(set(w.cpu_affinity()) for w in workers))
+    serving = set().union(*(_thread_cores(p) for p in family if p not in workers))
+    return compute, serving
+
+
+@needs_two_cores
+def test_serving_processes_keep_off_the_engine_cores(stack: LocalStack) -> None:
+    compute, serving = _placement(stack)
+    assert serving == stack.serving_cores
+    assert serving and not serving & compute
+    assert serving | compute == os.sched_getaffinity(0)
+
+
+@needs_two_cores
+@pytest.mark.disruptive
+def test_a_reloaded_engine_still_computes_off_the_serving_cores(stack: LocalStack, model_name: str) -> None:
+    """The new stub inherits Triton's confinement; the engine it starts must not."""
+    api = f"{stack.triton_http_url}/v2/repository/models/{model_name}"
+    httpx.post(f"{api}/unload", timeout=120).raise_for_status()
+    httpx.post(f"{api}/load", timeout=600).raise_for_status()
+    compute, serving = _placement(stack)
+    assert compute and not compute & stack.serving_cores
+    # The reloaded engine's scheduler process is not moved again; everything else stayed put.
+    stub = next(p for p in stack.triton.descendants() if "triton_python_backend_stub" in " ".join(p.cmdline()))
+    assert psutil.Process(stub.pid).cpu_affinity() == sorted(stack.serving_cores)

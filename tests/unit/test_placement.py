@@ -1,0 +1,66 @@
+"""localstack.placement on real processes: a stand-in engine worker keeps its core, the rest move off it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+
+from localstack.placement import ENGINE_WORKER_NAME, keep_off_compute_cores, serving_cores
+
+# A parent (a stand-in for Triton) with one child that names itself like vLLM's CPU worker and binds to CPU 0.
+PARENT = f"""
+import os, subprocess, sys, threading, time
+child = '''
+import os, time
+open("/proc/self/comm", "w").write("{ENGINE_WORKER_NAME}")
+os.sched_setaffinity(0, {{0}})
+print("ready", flush=True)
+time.sleep(60)
+'''
+worker = subprocess.Popen([sys.executable, "-c", child], stdout=subprocess.PIPE, text=True)
+worker.stdout.readline()
+threading.Thread(target=time.sleep, args=(60,), daemon=True).start()  # a second thread to move
+print(worker.pid, flush=True)
+time.sleep(60)
+"""
+
+
+def test_serving_cores_are_what_the_workers_leave() -> None:
+    assert serving_cores({0, 1, 2, 3}, {0, 1, 2}) == {3}
+    assert serving_cores({0, 1}, set()) == set()  # no CPU worker: nothing moves
+    assert serving_cores({0}, {0}) == set()  # one core: nowhere to go
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2 or 0 not in os.sched_getaffinity(0), reason="needs CPUs 0 and 1")
+def test_everything_but_the_worker_leaves_its_core() -> None:
+    parent = subprocess.Popen([sys.executable, "-c", PARENT], stdout=subprocess.PIPE, text=True)
+    try:
+        worker = psutil.Process(int(parent.stdout.readline()))
+        deadline = time.monotonic() + 10
+        while psutil.Process(parent.pid).num_threads() < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        cores = keep_off_compute_cores([psutil.Process(parent.pid)])
+        assert cores == os.sched_getaffinity(0) - {0}
+        for thread in psutil.Process(parent.pid).threads():
+            assert os.sched_getaffinity(thread.id) == cores
+        assert worker.cpu_affinity() == [0]
+    finally:
+        for process in psutil.Process(parent.pid).children(recursive=True) + [psutil.Process(parent.pid)]:
+            process.kill()
+        parent.wait(timeout=10)
+
+
+def test_nothing_moves_without_an_engine_worker() -> None:
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        before = os.sched_getaffinity(sleeper.pid)
+        assert keep_off_compute_cores([psutil.Process(sleeper.pid)]) == set()
+        assert os.sched_getaffinity(sleeper.pid) == before
+    finally:
+        sleeper.kill()
+        sleeper.wait(timeout=10)
