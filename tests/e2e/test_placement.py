@@ -1,5 +1,5 @@
-"""The local stack keeps Triton, its stub, the engine's scheduler and the gateway off the cores vLLM's CPU
-worker computes on, and a reloaded engine still computes on its own core."""
+"""The local stack keeps Triton, its stub and the gateway off the cores vLLM's CPU worker computes on, leaves
+vLLM's own processes where vLLM put them, and a reloaded engine still computes on its own core."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import httpx
 import psutil
 import pytest
 
-from localstack.placement import ENGINE_WORKER_NAME
+from localstack.placement import ENGINE_WORKER_NAME, VLLM_PROCESS_PREFIX
 from localstack.stack import LocalStack
 
 needs_two_cores = pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="one core: nothing to keep apart")
@@ -26,13 +26,13 @@ def _thread_cores(process: psutil.Process) -> set[int]:
 
 
 def _placement(stack: LocalStack) -> tuple[set[int], set[int]]:
-    """(cores of the engine's workers, cores of every thread of every other process of the stack)."""
+    """(cores of the engine's workers, cores of every thread of every process of the stack not vLLM's)."""
     assert stack.triton is not None and stack.gateway is not None
     family = [psutil.Process(stack.triton.pid), *stack.triton.descendants(), psutil.Process(stack.gateway.pid)]
     workers = [p for p in family if p.name().startswith(ENGINE_WORKER_NAME)]
     assert workers, "no engine worker under Triton"
     compute = set().union(*(set(w.cpu_affinity()) for w in workers))
-    serving = set().union(*(_thread_cores(p) for p in family if p not in workers))
+    serving = set().union(*(_thread_cores(p) for p in family if not p.name().startswith(VLLM_PROCESS_PREFIX)))
     return compute, serving
 
 
@@ -42,6 +42,8 @@ def test_serving_processes_keep_off_the_engine_cores(stack: LocalStack) -> None:
     assert serving == stack.serving_cores
     assert serving and not serving & compute
     assert serving | compute == os.sched_getaffinity(0)
+    engine_cores = [set(p.cpu_affinity()) for p in stack.engine_processes()]
+    assert engine_cores and all(cores == os.sched_getaffinity(0) for cores in engine_cores)  # left to vLLM
 
 
 @needs_two_cores
@@ -53,6 +55,5 @@ def test_a_reloaded_engine_still_computes_off_the_serving_cores(stack: LocalStac
     httpx.post(f"{api}/load", timeout=600).raise_for_status()
     compute, serving = _placement(stack)
     assert compute and not compute & stack.serving_cores
-    # The reloaded engine's scheduler process is not moved again; everything else stayed put.
     stub = next(p for p in stack.triton.descendants() if "triton_python_backend_stub" in " ".join(p.cmdline()))
     assert psutil.Process(stub.pid).cpu_affinity() == sorted(stack.serving_cores)

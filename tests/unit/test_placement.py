@@ -1,4 +1,4 @@
-"""localstack.placement on real processes: a stand-in engine worker keeps its core, the rest move off it."""
+"""localstack.placement on real processes: stand-ins for vLLM's worker and engine core stay, the rest move."""
 
 from __future__ import annotations
 
@@ -12,20 +12,24 @@ import pytest
 
 from localstack.placement import ENGINE_WORKER_NAME, keep_off_compute_cores, serving_cores
 
-# A parent (a stand-in for Triton) with one child that names itself like vLLM's CPU worker and binds to CPU 0.
+# A parent (a stand-in for Triton) with two children named like vLLM's processes: a CPU worker bound to CPU 0
+# and an engine core left free.
 PARENT = f"""
 import os, subprocess, sys, threading, time
 child = '''
-import os, time
-open("/proc/self/comm", "w").write("{ENGINE_WORKER_NAME}")
-os.sched_setaffinity(0, {{0}})
+import os, sys, time
+open("/proc/self/comm", "w").write(sys.argv[1])
+if sys.argv[1] == "{ENGINE_WORKER_NAME}":
+    os.sched_setaffinity(0, {{0}})
 print("ready", flush=True)
 time.sleep(60)
 '''
-worker = subprocess.Popen([sys.executable, "-c", child], stdout=subprocess.PIPE, text=True)
-worker.stdout.readline()
+started = []
+for name in ("{ENGINE_WORKER_NAME}", "VLLM::EngineCore"):
+    started.append(subprocess.Popen([sys.executable, "-c", child, name], stdout=subprocess.PIPE, text=True))
+    started[-1].stdout.readline()
 threading.Thread(target=time.sleep, args=(60,), daemon=True).start()  # a second thread to move
-print(worker.pid, flush=True)
+print(*(p.pid for p in started), flush=True)
 time.sleep(60)
 """
 
@@ -40,7 +44,7 @@ def test_serving_cores_are_what_the_workers_leave() -> None:
 def test_everything_but_the_worker_leaves_its_core() -> None:
     parent = subprocess.Popen([sys.executable, "-c", PARENT], stdout=subprocess.PIPE, text=True)
     try:
-        worker = psutil.Process(int(parent.stdout.readline()))
+        worker, engine_core = (psutil.Process(int(pid)) for pid in parent.stdout.readline().split())
         deadline = time.monotonic() + 10
         while psutil.Process(parent.pid).num_threads() < 2 and time.monotonic() < deadline:
             time.sleep(0.05)
@@ -49,6 +53,7 @@ def test_everything_but_the_worker_leaves_its_core() -> None:
         for thread in psutil.Process(parent.pid).threads():
             assert os.sched_getaffinity(thread.id) == cores
         assert worker.cpu_affinity() == [0]
+        assert set(engine_core.cpu_affinity()) == os.sched_getaffinity(0)
     finally:
         for process in psutil.Process(parent.pid).children(recursive=True) + [psutil.Process(parent.pid)]:
             process.kill()
