@@ -12,7 +12,6 @@ import pytest
 from localstack.placement import ENGINE_WORKER_NAME, VLLM_PROCESS_PREFIX
 from localstack.stack import LocalStack
 
-needs_two_cores = pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="one core: nothing to keep apart")
 
 
 def _thread_cores(process: psutil.Process) -> set[int]:
@@ -36,9 +35,11 @@ def _placement(stack: LocalStack) -> tuple[set[int], set[int]]:
     return compute, serving
 
 
-@needs_two_cores
 def test_serving_processes_keep_off_the_engine_cores(stack: LocalStack) -> None:
     compute, serving = _placement(stack)
+    if len(os.sched_getaffinity(0)) < 2:  # one core: nothing to keep apart, nothing moved
+        assert stack.serving_cores == set() and serving == compute == os.sched_getaffinity(0)
+        return
     assert serving == stack.serving_cores
     assert serving and not serving & compute
     assert serving | compute == os.sched_getaffinity(0)
@@ -46,7 +47,6 @@ def test_serving_processes_keep_off_the_engine_cores(stack: LocalStack) -> None:
     assert engine_cores and all(cores == os.sched_getaffinity(0) for cores in engine_cores)  # left to vLLM
 
 
-@needs_two_cores
 @pytest.mark.disruptive
 def test_a_reloaded_engine_still_computes_off_the_serving_cores(stack: LocalStack, model_name: str) -> None:
     """The new stub inherits Triton's confinement; the engine it starts must not."""
@@ -56,4 +56,4 @@ def test_a_reloaded_engine_still_computes_off_the_serving_cores(stack: LocalStac
     compute, serving = _placement(stack)
     assert compute and not compute & stack.serving_cores
     stub = next(p for p in stack.triton.descendants() if "triton_python_backend_stub" in " ".join(p.cmdline()))
-    assert psutil.Process(stub.pid).cpu_affinity() == sorted(stack.serving_cores)
+    assert set(psutil.Process(stub.pid).cpu_affinity()) == (stack.serving_cores or os.sched_getaffinity(0))
