@@ -1,7 +1,8 @@
 """The floor for the gateway's own cost: a bare Starlette app that streams the same SSE chunks (same
 shape and size as the gateway's completion chunks) with no upstream and no validation.
 
-`python -m uvicorn bench.floor_app:app` — uvicorn's defaults, as `python -m gateway` uses them.
+`python -m uvicorn bench.floor_app:app` — uvicorn's default event loop and HTTP parser, as `python -m gateway`
+uses them.
 """
 
 from __future__ import annotations

@@ -21,6 +21,7 @@ def main() -> None:
             host=settings.host,
             port=settings.port,
             workers=settings.workers,
+            timeout_keep_alive=settings.keep_alive_s,
             log_level=settings.log_level,
             access_log=False,
         )

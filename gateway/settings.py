@@ -36,6 +36,12 @@ class Settings(BaseSettings):
     tool_call_parsers: dict[str, Literal["hermes", "llama3_json", "mistral"]] = Field(
         default_factory=dict, description="per-model tool-call parser (a JSON object: model -> parser)"
     )
+    keep_alive_s: int = Field(
+        75,
+        ge=1,
+        description="how long an idle client connection stays open; longer than clients' pools (httpx 5 s, aiohttp "
+        "15 s) and load balancers (60 s) keep one, so the gateway does not close a connection as a client reuses it",
+    )
     workers: int = Field(1, ge=1, description="gateway processes serving the port; metrics count all of them")
     prometheus_multiproc_dir: str | None = Field(
         None,

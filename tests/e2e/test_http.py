@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from http.client import HTTPConnection, RemoteDisconnected
 import json
 import sys
+import time
 
 import httpx
 import pytest
@@ -98,6 +100,55 @@ def test_health(http: httpx.Client, model_name: str) -> None:
     ready = http.get("/health/ready")
     assert ready.status_code == 200
     assert ready.json()["models"] == {model_name: "READY"}
+
+
+def _get_on(connection: HTTPConnection, path: str) -> int | None:
+    """One GET on the connection's open socket (never a new one); None when the server has closed it."""
+    sock = connection.sock
+    try:
+        connection.request("GET", path)
+        response = connection.getresponse()
+        response.read()
+    except (RemoteDisconnected, ConnectionError):
+        return None
+    assert connection.sock is sock, "the request went out on a new connection"
+    return response.status
+
+
+def test_idle_connection_outlives_client_pools(stack: LocalStack) -> None:
+    """A connection idle for 6 s (longer than uvicorn's own 5 s) is still served: clients' pools reuse it."""
+    connection = HTTPConnection(stack.config.gateway_host, stack.config.gateway_port, timeout=10)
+    connection.connect()
+    try:
+        assert _get_on(connection, "/health/live") == 200
+        time.sleep(6)
+        assert _get_on(connection, "/health/live") == 200
+    finally:
+        connection.close()
+
+
+def test_keep_alive_setting_closes_idle_connections(tmp_path) -> None:
+    port = free_port()
+    env = {
+        **dict(__import__("os").environ),
+        "GATEWAY_PORT": str(port),
+        "GATEWAY_HOST": "127.0.0.1",
+        "GATEWAY_KEEP_ALIVE_S": "1",
+        "GATEWAY_TRITON_GRPC_URL": f"127.0.0.1:{free_port()}",
+    }
+    gateway = Service("gateway-keep-alive", [sys.executable, "-m", "gateway"], env, tmp_path / "gateway.log")
+    try:
+        assert wait_until(lambda: _live(f"http://127.0.0.1:{port}"), 30, 0.2, gateway), gateway.log_tail()
+        connection = HTTPConnection("127.0.0.1", port, timeout=10)
+        connection.connect()
+        try:
+            assert _get_on(connection, "/health/live") == 200
+            time.sleep(2.5)
+            assert _get_on(connection, "/health/live") is None
+        finally:
+            connection.close()
+    finally:
+        gateway.stop()
 
 
 def test_unreachable_triton_gives_503(tmp_path) -> None:
