@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
-from http.client import HTTPConnection, RemoteDisconnected
 import json
+import os
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.client import HTTPConnection, RemoteDisconnected
+from pathlib import Path
 
 import httpx
 import pytest
@@ -127,18 +131,27 @@ def test_idle_connection_outlives_client_pools(stack: LocalStack) -> None:
         connection.close()
 
 
-def test_keep_alive_setting_closes_idle_connections(tmp_path) -> None:
+@contextmanager
+def _gateway_without_triton(tmp_path: Path, **settings: str) -> Iterator[int]:
+    """A second gateway, pointed at a port where nothing listens; yields its port."""
     port = free_port()
     env = {
-        **dict(__import__("os").environ),
+        **os.environ,
         "GATEWAY_PORT": str(port),
         "GATEWAY_HOST": "127.0.0.1",
-        "GATEWAY_KEEP_ALIVE_S": "1",
         "GATEWAY_TRITON_GRPC_URL": f"127.0.0.1:{free_port()}",
+        **{f"GATEWAY_{name.upper()}": value for name, value in settings.items()},
     }
-    gateway = Service("gateway-keep-alive", [sys.executable, "-m", "gateway"], env, tmp_path / "gateway.log")
+    gateway = Service("gateway-no-triton", [sys.executable, "-m", "gateway"], env, tmp_path / "gateway.log")
     try:
         assert wait_until(lambda: _live(f"http://127.0.0.1:{port}"), 30, 0.2, gateway), gateway.log_tail()
+        yield port
+    finally:
+        gateway.stop()
+
+
+def test_keep_alive_setting_closes_idle_connections(tmp_path: Path) -> None:
+    with _gateway_without_triton(tmp_path, keep_alive_s="1") as port:
         connection = HTTPConnection("127.0.0.1", port, timeout=10)
         connection.connect()
         try:
@@ -147,31 +160,15 @@ def test_keep_alive_setting_closes_idle_connections(tmp_path) -> None:
             assert _get_on(connection, "/health/live") is None
         finally:
             connection.close()
-    finally:
-        gateway.stop()
 
 
-def test_unreachable_triton_gives_503(tmp_path) -> None:
-    """A second gateway pointed at a port where nothing listens."""
-    port = free_port()
-    env = {
-        **dict(__import__("os").environ),
-        "GATEWAY_PORT": str(port),
-        "GATEWAY_HOST": "127.0.0.1",
-        "GATEWAY_TRITON_GRPC_URL": f"127.0.0.1:{free_port()}",
-        "GATEWAY_HEALTH_TIMEOUT_S": "0.5",
-    }
-    gateway = Service("gateway-no-triton", [sys.executable, "-m", "gateway"], env, tmp_path / "gateway.log")
-    try:
-        url = f"http://127.0.0.1:{port}"
-        assert wait_until(lambda: _live(url), 30, 0.2, gateway), gateway.log_tail()
-        with httpx.Client(base_url=url, timeout=10) as client:
+def test_unreachable_triton_gives_503(tmp_path: Path) -> None:
+    with _gateway_without_triton(tmp_path, health_timeout_s="0.5") as port:
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as client:
             _assert_error(client.post("/v1/completions", json={"model": "m", "prompt": "x"}), 503)
             _assert_error(client.get("/v1/models"), 503)
             assert client.get("/health/ready").status_code == 503
             assert client.get("/health/live").status_code == 200
-    finally:
-        gateway.stop()
 
 
 def _live(url: str) -> bool:
