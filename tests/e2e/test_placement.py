@@ -1,5 +1,6 @@
 """The local stack keeps Triton, its stub and the gateway off the cores vLLM's CPU worker computes on, leaves
-vLLM's own processes where vLLM put them, and a reloaded engine still computes on its own core."""
+vLLM's own processes where vLLM put them (the engine core at a lower priority), and a reloaded engine still
+computes on its own core."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import httpx
 import psutil
 import pytest
 
-from localstack.placement import ENGINE_WORKER_NAME, VLLM_PROCESS_PREFIX
+from localstack.placement import ENGINE_CORE_NAME, ENGINE_CORE_NICE, ENGINE_WORKER_NAME, VLLM_PROCESS_PREFIX
 from localstack.stack import LocalStack
 
 
@@ -45,6 +46,8 @@ def test_serving_processes_keep_off_the_engine_cores(stack: LocalStack) -> None:
     assert serving | compute == os.sched_getaffinity(0)
     engine_cores = [set(p.cpu_affinity()) for p in stack.engine_processes()]
     assert engine_cores and all(cores == os.sched_getaffinity(0) for cores in engine_cores)  # left to vLLM
+    engine_core = next(p for p in stack.engine_processes() if p.name().startswith(ENGINE_CORE_NAME))
+    assert {os.getpriority(os.PRIO_PROCESS, t.id) for t in engine_core.threads()} == {ENGINE_CORE_NICE}
 
 
 @pytest.mark.disruptive

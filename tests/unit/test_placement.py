@@ -1,4 +1,5 @@
-"""localstack.placement on real processes: stand-ins for vLLM's worker and engine core stay, the rest move."""
+"""localstack.placement on real processes: stand-ins for vLLM's worker and engine core stay, the rest move,
+and the engine core yields the spare cores."""
 
 from __future__ import annotations
 
@@ -9,15 +10,15 @@ import time
 
 import psutil
 
-from localstack.placement import ENGINE_WORKER_NAME, keep_off_compute_cores, serving_cores
+from localstack.placement import ENGINE_CORE_NICE, ENGINE_WORKER_NAME, keep_off_compute_cores, serving_cores
 
 # A parent (a stand-in for Triton) with two children named like vLLM's processes: a CPU worker bound to the
 # first allowed CPU and an engine core left free.
 PARENT = f"""
 import os, subprocess, sys, threading, time
 child = '''
-import os, sys, time
-open("/proc/self/comm", "w").write(sys.argv[1])
+import os, sys, time, setproctitle
+setproctitle.setproctitle(sys.argv[1])  # as vLLM names its processes
 if sys.argv[1] == "{ENGINE_WORKER_NAME}":
     os.sched_setaffinity(0, {{min(os.sched_getaffinity(0))}})
 print("ready", flush=True)
@@ -31,6 +32,10 @@ threading.Thread(target=time.sleep, args=(60,), daemon=True).start()  # a second
 print(*(p.pid for p in started), flush=True)
 time.sleep(60)
 """
+
+
+def _nice_values(process: psutil.Process) -> set[int]:
+    return {os.getpriority(os.PRIO_PROCESS, thread.id) for thread in process.threads()}
 
 
 def test_serving_cores_are_what_the_workers_leave() -> None:
@@ -54,6 +59,8 @@ def test_everything_but_the_worker_leaves_its_core() -> None:
             assert os.sched_getaffinity(thread.id) == (cores or allowed)
         assert worker.cpu_affinity() == [first]
         assert set(engine_core.cpu_affinity()) == os.sched_getaffinity(0)
+        assert _nice_values(engine_core) == {ENGINE_CORE_NICE if cores else 0}
+        assert _nice_values(worker) == _nice_values(psutil.Process(parent.pid)) == {0}
     finally:
         for process in psutil.Process(parent.pid).children(recursive=True) + [psutil.Process(parent.pid)]:
             process.kill()
