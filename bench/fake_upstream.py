@@ -7,8 +7,7 @@ import shutil
 from pathlib import Path
 
 from localstack.paths import DEFAULT_MODEL_NAME
-from localstack.processes import Service
-from localstack.stack import LocalStack, StackConfig, StackError, python_backend_args
+from localstack.stack import LocalStack, StackConfig, StackError
 
 FAKE_MODEL_SOURCE = Path(__file__).with_name("fake_model.py")
 SLOW_MODEL_NAME = f"{DEFAULT_MODEL_NAME}-slow"
@@ -75,16 +74,4 @@ class FakeUpstreamStack(LocalStack):
         if not cfg.cache.triton_bin.is_file():
             raise StackError(f"Triton is not installed in {cfg.cache.root}: run scripts/install.sh")
         repository = write_fake_repository(cfg.run_dir / "fake_repository", self.models)
-        argv = [
-            str(cfg.cache.triton_bin),
-            f"--model-repository={repository}",
-            f"--backend-directory={self._backends_dir()}",
-            f"--http-port={cfg.http_port}",
-            f"--grpc-port={cfg.grpc_port}",
-            f"--metrics-port={cfg.metrics_port}",
-            *python_backend_args(f"tvgb{cfg.grpc_port}_"),
-            "--model-control-mode=explicit",
-            *(f"--load-model={name}" for name in self.models),
-            "--log-verbose=0",
-        ]
-        self.triton = Service("triton-fake", argv, self._triton_env(), cfg.run_dir / "triton.log")
+        self.triton = self._triton_service("triton-fake", repository, list(self.models), f"tvgb{cfg.grpc_port}_")

@@ -7,8 +7,11 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import psutil
 
 from localstack.model_repo import ENGINE_MEMORY_SHARE, write_model_repository
 from localstack.paths import (
@@ -20,10 +23,8 @@ from localstack.paths import (
     python_lib_dir,
     triton_libs_dir,
 )
-import psutil
-
 from localstack.net import http_ok
-from localstack.placement import keep_off_compute_cores
+from localstack.placement import engine_layout, keep_off_compute_cores
 from localstack.processes import Service, wait_until
 
 
@@ -33,6 +34,9 @@ RUN_MARKER = "LOCALSTACK_RUN_DIR"
 # threads unless told otherwise. Our backend sends one response at a time, from one thread, so two threads
 # are plenty; with 32, Triton and the stub spent about 30% more CPU per streamed token (README, Performance).
 PYTHON_BACKEND_THREADS = 2
+
+# How often the stack looks for engines started after it placed its processes (a model loaded or restarted).
+PLACEMENT_CHECK_S = 1.0
 
 
 def python_backend_args(shm_prefix: str) -> list[str]:
@@ -82,6 +86,8 @@ class LocalStack:
         self.triton: Service | None = None
         self.gateway: Service | None = None
         self.serving_cores: set[int] = set()
+        self._stopping = threading.Event()
+        self._placer: threading.Thread | None = None
 
     @property
     def gateway_url(self) -> str:
@@ -131,20 +137,25 @@ class LocalStack:
         repository = write_model_repository(
             cfg.run_dir / "model_repository", cache.default_model_dir, cfg.model_name, cfg.engine_memory_share
         )
+        self.triton = self._triton_service("triton", repository, [cfg.model_name], f"tvg{cfg.grpc_port}_")
+
+    def _triton_service(self, name: str, repository: Path, models: list[str], shm_prefix: str) -> Service:
+        """Triton on this stack's ports, loading `models` from `repository`."""
+        cfg = self.config
         argv = [
-            str(cache.triton_bin),
+            str(cfg.cache.triton_bin),
             f"--model-repository={repository}",
             f"--backend-directory={self._backends_dir()}",
             f"--http-port={cfg.http_port}",
             f"--grpc-port={cfg.grpc_port}",
             f"--metrics-port={cfg.metrics_port}",
-            *python_backend_args(f"tvg{cfg.grpc_port}_"),
+            *python_backend_args(shm_prefix),
             # Explicit control lets the backend unload a model whose engine died, as the stock backend does.
             "--model-control-mode=explicit",
-            f"--load-model={cfg.model_name}",
+            *(f"--load-model={model}" for model in models),
             "--log-verbose=0",
         ]
-        self.triton = Service("triton", argv, self._triton_env(), cfg.run_dir / "triton.log")
+        return Service(name, argv, self._triton_env(), cfg.run_dir / "triton.log")
 
     def wait_triton_ready(self) -> None:
         url = f"{self.triton_http_url}/v2/models/{self.config.model_name}/ready"
@@ -197,12 +208,31 @@ class LocalStack:
         self.wait_triton_ready()
         self.place_processes()
 
+    def _services(self) -> list[psutil.Process]:
+        return [psutil.Process(s.pid) for s in (self.triton, self.gateway) if s is not None and s.running()]
+
     def place_processes(self) -> None:
         """Once the engine is up, everything else moves to the cores its compute threads leave free."""
         if not self.config.keep_off_engine_cores:
             return
-        services = [s for s in (self.triton, self.gateway) if s is not None and s.running()]
-        self.serving_cores = keep_off_compute_cores(psutil.Process(s.pid) for s in services)
+        try:
+            cores = keep_off_compute_cores(self._services())
+        except psutil.NoSuchProcess:  # a service ended meanwhile
+            return
+        if cores:  # none while an engine is still starting: what was placed stays
+            self.serving_cores = cores
+
+    def _keep_placed(self) -> None:
+        """Places again whenever vLLM's processes change, until the stack stops."""
+        placed = frozenset()
+        while not self._stopping.wait(PLACEMENT_CHECK_S):
+            try:
+                layout = engine_layout(self._services())
+            except psutil.NoSuchProcess:
+                continue
+            if layout != placed:
+                self.place_processes()
+                placed = layout
 
     def start(self) -> "LocalStack":
         self.config.run_dir.mkdir(parents=True, exist_ok=True)
@@ -212,12 +242,18 @@ class LocalStack:
             self.wait_triton_ready()
             self.wait_gateway_ready()
             self.place_processes()
+            if self.config.keep_off_engine_cores:
+                self._placer = threading.Thread(target=self._keep_placed, name="placement", daemon=True)
+                self._placer.start()
         except BaseException:
             self.stop()
             raise
         return self
 
     def stop(self) -> None:
+        self._stopping.set()
+        if self._placer is not None:
+            self._placer.join()
         for service in (self.gateway, self.triton):
             if service is not None:
                 service.stop()

@@ -11,7 +11,8 @@ import psutil
 import pytest
 
 from localstack.placement import ENGINE_CORE_NAME, ENGINE_CORE_NICE, ENGINE_WORKER_NAME, VLLM_PROCESS_PREFIX
-from localstack.stack import LocalStack
+from localstack.processes import wait_until
+from localstack.stack import PLACEMENT_CHECK_S, LocalStack
 
 
 
@@ -36,6 +37,11 @@ def _placement(stack: LocalStack) -> tuple[set[int], set[int]]:
     return compute, serving
 
 
+def _engine_core_nice(stack: LocalStack) -> set[int]:
+    engine_core = next(p for p in stack.engine_processes() if p.name().startswith(ENGINE_CORE_NAME))
+    return {os.getpriority(os.PRIO_PROCESS, t.id) for t in engine_core.threads()}
+
+
 def test_serving_processes_keep_off_the_engine_cores(stack: LocalStack) -> None:
     compute, serving = _placement(stack)
     if len(os.sched_getaffinity(0)) < 2:  # one core: nothing to keep apart, nothing moved
@@ -46,13 +52,13 @@ def test_serving_processes_keep_off_the_engine_cores(stack: LocalStack) -> None:
     assert serving | compute == os.sched_getaffinity(0)
     engine_cores = [set(p.cpu_affinity()) for p in stack.engine_processes()]
     assert engine_cores and all(cores == os.sched_getaffinity(0) for cores in engine_cores)  # left to vLLM
-    engine_core = next(p for p in stack.engine_processes() if p.name().startswith(ENGINE_CORE_NAME))
-    assert {os.getpriority(os.PRIO_PROCESS, t.id) for t in engine_core.threads()} == {ENGINE_CORE_NICE}
+    assert _engine_core_nice(stack) == {ENGINE_CORE_NICE}
 
 
 @pytest.mark.disruptive
 def test_a_reloaded_engine_still_computes_off_the_serving_cores(stack: LocalStack, model_name: str) -> None:
-    """The new stub inherits Triton's confinement; the engine it starts must not."""
+    """The new stub inherits Triton's confinement; the engine it starts must not, and the stack lowers the new
+    engine core's priority as it did the first one's."""
     api = f"{stack.triton_http_url}/v2/repository/models/{model_name}"
     httpx.post(f"{api}/unload", timeout=120).raise_for_status()
     httpx.post(f"{api}/load", timeout=600).raise_for_status()
@@ -60,3 +66,5 @@ def test_a_reloaded_engine_still_computes_off_the_serving_cores(stack: LocalStac
     assert compute and not compute & stack.serving_cores
     stub = next(p for p in stack.triton.descendants() if "triton_python_backend_stub" in " ".join(p.cmdline()))
     assert set(psutil.Process(stub.pid).cpu_affinity()) == (stack.serving_cores or os.sched_getaffinity(0))
+    if stack.serving_cores:
+        assert wait_until(lambda: _engine_core_nice(stack) == {ENGINE_CORE_NICE}, 10 * PLACEMENT_CHECK_S)

@@ -10,7 +10,13 @@ import time
 
 import psutil
 
-from localstack.placement import ENGINE_CORE_NICE, ENGINE_WORKER_NAME, keep_off_compute_cores, serving_cores
+from localstack.placement import (
+    ENGINE_CORE_NICE,
+    ENGINE_WORKER_NAME,
+    engine_layout,
+    keep_off_compute_cores,
+    serving_cores,
+)
 
 # A parent (a stand-in for Triton) with two children named like vLLM's processes: a CPU worker bound to the
 # first allowed CPU and an engine core left free.
@@ -53,14 +59,19 @@ def test_everything_but_the_worker_leaves_its_core() -> None:
             time.sleep(0.05)
         allowed = os.sched_getaffinity(0)
         first = min(allowed)
+        assert engine_layout([psutil.Process(parent.pid)]) == {
+            (worker.pid, (first,)),
+            (engine_core.pid, tuple(sorted(allowed))),
+        }
         cores = keep_off_compute_cores([psutil.Process(parent.pid)])
         assert cores == allowed - {first}  # empty with one core: then nothing moves
         for thread in psutil.Process(parent.pid).threads():
             assert os.sched_getaffinity(thread.id) == (cores or allowed)
         assert worker.cpu_affinity() == [first]
         assert set(engine_core.cpu_affinity()) == os.sched_getaffinity(0)
-        assert _nice_values(engine_core) == {ENGINE_CORE_NICE if cores else 0}
-        assert _nice_values(worker) == _nice_values(psutil.Process(parent.pid)) == {0}
+        own = os.getpriority(os.PRIO_PROCESS, 0)  # what the stand-ins inherited
+        assert _nice_values(engine_core) == {ENGINE_CORE_NICE if cores else own}
+        assert _nice_values(worker) == _nice_values(psutil.Process(parent.pid)) == {own}
     finally:
         for process in psutil.Process(parent.pid).children(recursive=True) + [psutil.Process(parent.pid)]:
             process.kill()
