@@ -129,8 +129,13 @@ def cost_figures(cost: dict[str, Any]) -> dict[str, Any]:
 
 
 def _target(name: str, value: float | None, limit: float, higher_is_better: bool, fmt: str) -> dict[str, Any]:
-    passed = None if value is None else (value >= limit if higher_is_better else value <= limit)
-    return {"target": name, "value": None if value is None else format(value, fmt), "pass": passed}
+    if value is None:
+        return {"target": name, "value": None, "pass": None}
+    passed = value >= limit if higher_is_better else value <= limit
+    shown = format(value, fmt)
+    if not passed and float(shown.replace(",", "")) == limit:
+        shown = format(value, ".6g")  # a miss by less than the last digit shown must not read as the limit itself
+    return {"target": name, "value": shown, "pass": passed}
 
 
 def targets(

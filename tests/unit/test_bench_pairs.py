@@ -112,3 +112,12 @@ def test_part2_splits_the_gateway_cost_at_its_grpc_client() -> None:
     for r in rounds:
         del r["grpc_read"]  # results written before the gRPC half was measured
     assert "gRPC client alone CPU us per message" not in cost_figures(cost)
+
+
+def test_a_missed_target_never_reads_as_its_limit() -> None:
+    from bench.report import _target
+
+    missed = _target("A tok/s >= 1.0x C", 0.99957, 1.0, True, ".3f")
+    assert missed == {"target": "A tok/s >= 1.0x C", "value": "0.99957", "pass": False}
+    assert _target("A tok/s >= 1.0x C", 1.0004, 1.0, True, ".3f")["value"] == "1.000"
+    assert _target("RSS <= 300 MB", 300.04, 300.0, False, ".1f")["value"] == "300.04"
