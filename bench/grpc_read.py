@@ -30,7 +30,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     from gateway.core.upstream import GenerateRequest
     from gateway.triton_client import TritonClient
 
-    client = TritonClient(args.url, request_timeout_s=600.0, health_timeout_s=5.0, model_cache_s=0.0)
+    client = TritonClient(args.url, request_timeout_s=600.0, health_timeout_s=5.0)
     sampling = {"max_tokens": args.max_tokens, "ignore_eos": True, "temperature": 0}
 
     async def send(i: int, record: RequestRecord) -> None:

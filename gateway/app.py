@@ -11,6 +11,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_fastapi_instrumentator import Instrumentator
 
 from gateway.errors import install_error_handlers
+from gateway.model_map import ModelMap
 from gateway.observability.federation import TritonMetricsFederation
 from gateway.observability.llm_metrics import LLMMetrics
 from gateway.observability.logs import configure_logging
@@ -31,14 +32,16 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             settings.triton_grpc_url,
             request_timeout_s=settings.request_timeout_s,
             health_timeout_s=settings.health_timeout_s,
-            model_cache_s=settings.model_cache_s,
         )
+        app.state.model_map = ModelMap(app.state.triton.repository_index, settings.model_refresh_s)
+        app.state.model_map.start()
         app.state.federation = TritonMetricsFederation(settings.triton_metrics_urls, settings.metrics_timeout_s)
         # Everything made at start-up lives as long as the process: leave it out of the collector's scans.
         gc.freeze()
         try:
             yield
         finally:
+            await app.state.model_map.stop()
             await app.state.federation.close()
             await app.state.triton.close()
             forget_this_worker(settings.prometheus_multiproc_dir)

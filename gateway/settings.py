@@ -19,7 +19,12 @@ class Settings(BaseSettings):
     triton_grpc_url: str = Field("localhost:8001", description="host:port of Triton's gRPC endpoint")
     request_timeout_s: float = Field(600.0, gt=0, description="upper bound for one generation request")
     health_timeout_s: float = Field(2.0, gt=0, description="timeout of one readiness check against Triton")
-    model_cache_s: float = Field(2.0, ge=0, description="how long the list of ready models is reused")
+    model_refresh_s: float = Field(
+        2.0,
+        gt=0,
+        description="how often the model map (Triton's ready models) is refreshed in the background; a request "
+        "for a model missing from it refreshes it at once, one call shared by every request that waits",
+    )
     max_body_bytes: int = Field(4 * 1024 * 1024, gt=0, description="larger request bodies get a 413")
     triton_metrics_urls: list[str] = Field(
         default_factory=lambda: ["http://localhost:8002/metrics"],

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 
 import grpc
 from tritonclient.grpc import service_pb2 as pb
@@ -13,6 +11,7 @@ from tritonclient.grpc import service_pb2_grpc as pb_grpc
 from gateway.core.triton_codec import decode_response, encode_request
 from gateway.core.upstream import GenerateChunk, GenerateRequest
 from gateway.errors import OpenAIError
+from gateway.model_map import ModelEntry
 
 # Allow large prompts and outputs; Triton's own default limit is far above gRPC's 4 MB.
 _CHANNEL_OPTIONS = [
@@ -66,19 +65,11 @@ def stream_error(message: str) -> OpenAIError:
     return UpstreamError(502, message, type="upstream_error")
 
 
-@dataclass(frozen=True)
-class ModelEntry:
-    name: str
-    version: str
-    state: str
-
-
 class TritonClient:
-    def __init__(self, url: str, request_timeout_s: float, health_timeout_s: float, model_cache_s: float) -> None:
+    def __init__(self, url: str, request_timeout_s: float, health_timeout_s: float) -> None:
         self.url = url
         self.request_timeout_s = request_timeout_s
         self.health_timeout_s = health_timeout_s
-        self.model_cache_s = model_cache_s
         self._channel = grpc.aio.insecure_channel(url, options=_CHANNEL_OPTIONS)
         self._stub = pb_grpc.GRPCInferenceServiceStub(self._channel)
         self._stream_infer = self._channel.unary_stream(
@@ -87,8 +78,6 @@ class TritonClient:
             response_deserializer=pb.ModelStreamInferResponse.FromString,
             _registered_method=True,
         )
-        self._models: list[ModelEntry] = []
-        self._models_at = float("-inf")
 
     async def close(self) -> None:
         await self._channel.close()
@@ -119,17 +108,10 @@ class TritonClient:
         except grpc.aio.AioRpcError:
             return False
 
-    async def models(self, fresh: bool = False) -> list[ModelEntry]:
-        """Triton's repository index, reused for `model_cache_s` seconds."""
-        now = time.monotonic()
-        if fresh or now - self._models_at > self.model_cache_s:
-            try:
-                reply = await self._stub.RepositoryIndex(pb.RepositoryIndexRequest(), timeout=self.health_timeout_s)
-            except grpc.aio.AioRpcError as exc:
-                raise _rpc_error(exc) from None
-            self._models = [ModelEntry(m.name, m.version, m.state) for m in reply.models]
-            self._models_at = now
-        return self._models
-
-    async def ready_model_names(self, fresh: bool = False) -> set[str]:
-        return {m.name for m in await self.models(fresh) if m.state == "READY"}
+    async def repository_index(self) -> list[ModelEntry]:
+        """Every model in Triton's repository and its state. Called by the model map, never per request."""
+        try:
+            reply = await self._stub.RepositoryIndex(pb.RepositoryIndexRequest(), timeout=self.health_timeout_s)
+        except grpc.aio.AioRpcError as exc:
+            raise _rpc_error(exc) from None
+        return [ModelEntry(m.name, m.version, m.state) for m in reply.models]

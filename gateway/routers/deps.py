@@ -5,6 +5,7 @@ from __future__ import annotations
 from fastapi import Request
 
 from gateway.errors import model_not_found
+from gateway.model_map import ModelMap, ready_names
 from gateway.triton_client import TritonClient
 
 
@@ -13,18 +14,20 @@ async def triton(request: Request) -> TritonClient:
     return request.app.state.triton
 
 
-async def resolve_model(request: Request, client: TritonClient, model: str) -> str:
-    """The Triton model serving `model` (a name or an alias); a fresh look before saying it does not exist."""
+def _model_map(request: Request) -> ModelMap:
+    return request.app.state.model_map
+
+
+async def resolve_model(request: Request, model: str) -> str:
+    """The Triton model serving `model` (a name or an alias), from the model map kept in memory."""
     target = request.app.state.settings.model_aliases.get(model, model)
-    if target in await client.ready_model_names():
-        return target
-    if target in await client.ready_model_names(fresh=True):
+    if await _model_map(request).is_served(target):
         return target
     raise model_not_found(model)
 
 
-async def served_models(request: Request, client: TritonClient) -> list[str]:
+async def served_models(request: Request) -> list[str]:
     """Every name a client may use now: the ready Triton models and the aliases of ready models."""
-    ready = await client.ready_model_names(fresh=True)
+    ready = ready_names(await _model_map(request).refresh())
     aliases = {alias for alias, target in request.app.state.settings.model_aliases.items() if target in ready}
     return sorted(ready | aliases)

@@ -10,6 +10,7 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import ORJSONResponse
 
 from gateway.errors import OpenAIError
+from gateway.model_map import ModelMap
 from gateway.observability.federation import TritonMetricsFederation
 from gateway.routers.deps import triton
 from gateway.triton_client import TritonClient
@@ -30,17 +31,19 @@ class ReadinessCache:
         self._at = float("-inf")
         self._lock = asyncio.Lock()
 
-    async def get(self, client: TritonClient, federation: TritonMetricsFederation) -> Readiness:
+    async def get(self, client: TritonClient, models: ModelMap, federation: TritonMetricsFederation) -> Readiness:
         async with self._lock:  # concurrent probes share one upstream check
             if self._value is None or time.monotonic() - self._at > self.ttl_s:
-                self._value = await check_readiness(client, federation)
+                self._value = await check_readiness(client, models, federation)
                 self._at = time.monotonic()
             return self._value
 
 
-async def check_readiness(client: TritonClient, federation: TritonMetricsFederation) -> Readiness:
+async def check_readiness(
+    client: TritonClient, model_map: ModelMap, federation: TritonMetricsFederation
+) -> Readiness:
     try:
-        entries = await client.models(fresh=True)
+        entries = await model_map.refresh()
     except OpenAIError:
         return Readiness(False, {"status": "unavailable", "reason": "Triton is not reachable"})
     models = {m.name: m.state or "UNKNOWN" for m in entries}
@@ -68,5 +71,6 @@ async def live() -> dict[str, str]:
 
 @router.get("/health/ready")
 async def ready(request: Request, client: TritonClient = Depends(triton)) -> ORJSONResponse:
-    readiness = await request.app.state.readiness.get(client, request.app.state.federation)
+    state = request.app.state
+    readiness = await state.readiness.get(client, state.model_map, state.federation)
     return ORJSONResponse(readiness.body, status_code=200 if readiness.ready else 503)

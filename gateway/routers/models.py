@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import time
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Request
 
 from gateway.errors import model_not_found
-from gateway.routers.deps import served_models, triton
-from gateway.triton_client import TritonClient
+from gateway.routers.deps import served_models
 
 router = APIRouter(tags=["models"])
 _STARTED = int(time.time())
@@ -19,12 +18,12 @@ def _model(name: str) -> dict:
 
 
 @router.get("/v1/models")
-async def list_models(request: Request, client: TritonClient = Depends(triton)) -> dict:
-    return {"object": "list", "data": [_model(name) for name in await served_models(request, client)]}
+async def list_models(request: Request) -> dict:
+    return {"object": "list", "data": [_model(name) for name in await served_models(request)]}
 
 
 @router.get("/v1/models/{model_id:path}")
-async def get_model(model_id: str, request: Request, client: TritonClient = Depends(triton)) -> dict:
-    if model_id not in await served_models(request, client):
+async def get_model(model_id: str, request: Request) -> dict:
+    if model_id not in await served_models(request):
         raise model_not_found(model_id)
     return _model(model_id)

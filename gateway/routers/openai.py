@@ -22,7 +22,7 @@ from gateway.observability.tracker import GenerationTracker
 from gateway.protocol import ChatCompletionRequest, CompletionRequest, SamplingFields
 from gateway.routers.deps import resolve_model, triton
 from gateway.routers.disconnects import DisconnectWatch, EventStreamResponse
-from gateway.streams import merge
+from gateway.streams import coalesced, merge
 from gateway.triton_client import TritonClient
 
 router = APIRouter(tags=["openai"])
@@ -70,7 +70,10 @@ class Generation:
         self._tail = b""  # a stream's last events, written with [DONE]
 
     def _chunks(self) -> AsyncIterator[tuple[int, GenerateChunk]]:
-        return merge([self.client.generate(upstream) for upstream in self.upstreams])
+        streams = [self.client.generate(upstream) for upstream in self.upstreams]
+        if self.body.stream:  # what piled up while the writer was busy goes out as one event per choice
+            streams = [coalesced(stream) for stream in streams]
+        return merge(streams)
 
     def _payloads(self, item: tuple[int, GenerateChunk]) -> list[dict[str, Any]]:
         payloads = [payload for delta in self._deltas(item) for payload in self.render.chunks(delta)]
@@ -180,7 +183,7 @@ def _tool_parser(request: Request, model: str) -> ToolCallParser:
 async def create_completion(
     body: CompletionRequest, request: Request, client: TritonClient = Depends(triton)
 ) -> Any:
-    model = await resolve_model(request, client, body.model)
+    model = await resolve_model(request, body.model)
     upstreams = completions.to_generate_requests(body, model, _request_id(request))
     render = completions.CompletionRender(body, f"cmpl-{uuid.uuid4().hex}", int(time.time()))
     tracker = _tracker(request, model, "completions", body.stream, body.prompt)
@@ -191,7 +194,7 @@ async def create_completion(
 async def create_chat_completion(
     body: ChatCompletionRequest, request: Request, client: TritonClient = Depends(triton)
 ) -> Any:
-    model = await resolve_model(request, client, body.model)
+    model = await resolve_model(request, body.model)
     upstream = chat.to_generate_request(body, model, _request_id(request))
     render = chat.ChatRender(body, f"chatcmpl-{uuid.uuid4().hex}", int(time.time()), _tool_parser(request, model))
     tracker = _tracker(request, model, "chat", body.stream, body.messages)
