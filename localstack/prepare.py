@@ -1,4 +1,4 @@
-"""One-time preparation of the local stack: Triton's files and the embedded model.
+"""One-time preparation of the local stack: Triton's files, the embedded model and the fast model.
 
 Each step writes a marker when it completes, so an interrupted run starts the
 step again and a finished one is never repeated.
@@ -99,6 +99,19 @@ def prepare_default_model(paths: CachePaths) -> Path:
     return target
 
 
+def prepare_fast_model(paths: CachePaths) -> Path:
+    target = paths.fast_model_dir
+    if _done(target):
+        return target
+    from localstack.fast_model import build_fast_model  # torch, only when there is something to build
+
+    print(f"[prepare] building the tiny random-weight Llama into {target}", flush=True)
+    shutil.rmtree(target, ignore_errors=True)
+    build_fast_model(target)
+    _mark_done(target)
+    return target
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--cache-dir", type=Path, default=default_cache_dir())
@@ -107,6 +120,7 @@ def main(argv: list[str] | None = None) -> None:
     paths.root.mkdir(parents=True, exist_ok=True)
     prepare_triton(paths)
     prepare_default_model(paths)
+    prepare_fast_model(paths)
     print(f"[prepare] ready: {paths.root}", flush=True)
 
 
