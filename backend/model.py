@@ -17,6 +17,7 @@ import json  # noqa: E402
 import os  # noqa: E402
 import threading  # noqa: E402
 import uuid  # noqa: E402
+from functools import partial  # noqa: E402
 from typing import Any  # noqa: E402
 
 import numpy as np  # noqa: E402
@@ -27,6 +28,7 @@ from vllm.engine.async_llm_engine import AsyncLLMEngine  # noqa: E402
 from vllm.inputs import tokens_input  # noqa: E402
 
 from vllm_backend.affinity import unconfined_thread  # noqa: E402
+from vllm_backend.cancels import CancelWatch  # noqa: E402
 from vllm_backend.chat import ChatError, parse_messages, parse_template_kwargs, render_chat  # noqa: E402
 from vllm_backend.devices import engine_environment, ignored_device_ids  # noqa: E402
 from vllm_backend.errors import CLIENT_ERRORS  # noqa: E402
@@ -39,6 +41,7 @@ from vllm_backend.outbox import Outbox  # noqa: E402
 from vllm_backend.outputs import OutputOptions, ResponseArrays  # noqa: E402
 from vllm_backend.params import BackendParams  # noqa: E402
 from vllm_backend.reaper import Reaper  # noqa: E402
+from vllm_backend.relay import relay, settler  # noqa: E402
 from vllm_backend.sampling import SamplingError, sampling_from_json  # noqa: E402
 
 # Starts every error message caused by the request itself (the client's fault).
@@ -134,12 +137,14 @@ class TritonPythonModel:
         self.loop_thread = threading.Thread(target=self.loop.run_forever, name="vllm-backend-loop", daemon=True)
         self.loop_thread.start()
         self.outbox = Outbox(on_error=self.logger.log_error)
+        self.cancels = CancelWatch(self.params.cancel_check_interval_s, on_error=self.logger.log_error)
         self.reaper = Reaper()
         self.engine = self._run(self._start_engine())
         self.tokenizer = self.engine.get_tokenizer()
         self._set_healthy(True)
         if self.params.health_check:
             self.health_task = asyncio.run_coroutine_threadsafe(self._watch_health(), self.loop)
+        self.tasks.add(asyncio.run_coroutine_threadsafe(self.cancels.run(), self.loop))
         self.logger.log_info(f"[vllm] engine ready for {self.model_name}")
 
     def _make_metric(self, spec: FamilySpec) -> Any:
@@ -315,7 +320,6 @@ class TritonPythonModel:
         if not self.healthy:
             self._fail(sender, UNHEALTHY_MESSAGE, pb_utils.TritonError.UNAVAILABLE)
             return
-        watcher = None
         engine = self.engine
         try:
             try:
@@ -323,16 +327,11 @@ class TritonPythonModel:
             except (RequestError, SamplingError, ChatError, LoraError, ImageError) as exc:
                 self._fail(sender, str(exc), pb_utils.TritonError.INVALID_ARG)
                 return
-            watcher = asyncio.ensure_future(self._abort_when_cancelled(engine, sender, request_id))
+            self.cancels.add(request_id, sender.is_cancelled, partial(engine.abort, request_id))
             arrays = ResponseArrays(options)
-            last = None
-            # A cancelled request ends here too: the watcher's abort makes the engine yield a final output.
-            async for output in engine.generate(engine_prompt, params, request_id, lora_request=lora):
-                response = self._response(arrays(output))
-                if output.finished:
-                    last = response
-                    break
-                self.outbox.send(sender, response)
+            # A cancelled request ends here too: the watch's abort makes the engine yield a final output.
+            outputs = engine.generate(engine_prompt, params, request_id, lora_request=lora)
+            last = await relay(outputs, lambda output: self._response(arrays(output)), partial(self._deliver, sender))
             if sender.is_cancelled():
                 await engine.abort(request_id)
                 self.outbox.send(sender, None, pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
@@ -358,15 +357,13 @@ class TritonPythonModel:
                 await engine.abort(request_id)
                 self._fail(sender, f"engine error: {exc}", pb_utils.TritonError.INTERNAL)
         finally:
-            if watcher is not None:
-                watcher.cancel()
+            self.cancels.discard(request_id)
 
-    async def _abort_when_cancelled(self, engine: Any, sender: Any, request_id: str) -> None:
-        """Aborts the request, even between engine outputs, once Triton says it was cancelled. Asked at a
-        steady pace rather than per output: each question is a round trip to the Triton process."""
-        while not sender.is_cancelled():
-            await asyncio.sleep(self.params.cancel_check_interval_s)
-        await engine.abort(request_id)
+    def _deliver(self, sender: Any, response: Any) -> asyncio.Future:
+        """Queues an intermediate response; the future resolves once the sender thread handed it to Triton."""
+        future = self.loop.create_future()
+        self.outbox.send(sender, response, on_sent=settler(self.loop, future))
+        return future
 
     def _response(self, arrays: dict[str, Any]) -> Any:
         return pb_utils.InferenceResponse(output_tensors=[pb_utils.Tensor(k, v) for k, v in arrays.items()])

@@ -50,3 +50,16 @@ def test_a_failed_send_is_reported_and_the_rest_still_go_out() -> None:
     outbox.close()
     assert errors == ["[vllm] could not send a response: request already ended"]
     assert log == [("a", "after", 1)]
+
+
+def test_on_sent_runs_after_the_send_even_a_failed_one() -> None:
+    log: list[tuple[str, Any, int]] = []
+    sender = RecordingSender(log, "a", delay_s=0.01)
+    sent: list[tuple[str, int]] = []
+    outbox = Outbox(on_error=lambda message: None)
+    outbox.send(sender, "first", on_sent=lambda: sent.append(("first", len(log))))
+    outbox.send(sender, "boom", on_sent=lambda: sent.append(("boom", len(log))))
+    outbox.send(sender, None, 1)
+    outbox.close()
+    assert sent == [("first", 1), ("boom", 1)]  # each after its own send was made
+    assert log == [("a", "first", 0), ("a", None, 1)]
