@@ -9,8 +9,10 @@ PORT   ?= 9000
 install:
 	@bash scripts/install.sh
 
+# MODEL=<a prepared model: smollm2-135m-instruct (default), tiny-random-llama; or a Hugging Face folder>,
+# or MODEL_REPOSITORY=<a Triton model repository, served as it is>.
 up: install
-	@GATEWAY_PORT=$(PORT) $(PYTHON) -m localstack.up
+	@GATEWAY_PORT=$(PORT) MODEL="$(MODEL)" MODEL_REPOSITORY="$(MODEL_REPOSITORY)" $(PYTHON) -m localstack.up
 
 test: install
 	@$(PYTHON) -m pytest $(PYTEST_ARGS)

@@ -10,9 +10,11 @@ import sys
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import psutil
 
+from localstack.model_choice import ServedModel, repository_models
 from localstack.model_repo import ENGINE_MEMORY_SHARE, write_model_repository
 from localstack.paths import (
     BACKEND_DIR,
@@ -34,6 +36,9 @@ RUN_MARKER = "LOCALSTACK_RUN_DIR"
 # threads unless told otherwise. Our backend sends one response at a time, from one thread, so two threads
 # are plenty; with 32, Triton and the stub spent about 30% more CPU per streamed token (README, Performance).
 PYTHON_BACKEND_THREADS = 2
+
+# gRPC request/response objects Triton keeps for reuse (default 8): at least the streams in flight, or it allocates.
+GRPC_INFER_ALLOCATION_POOL_SIZE = 512
 
 # How often the stack looks for engines started after it placed its processes (a model loaded or restarted).
 PLACEMENT_CHECK_S = 1.0
@@ -73,11 +78,25 @@ class StackConfig:
     gateway_port: int = 9000
     gateway_host: str = "127.0.0.1"
     model_name: str = DEFAULT_MODEL_NAME
+    # The Hugging Face folder served as `model_name`; None: the prepared default model.
+    model_dir: Path | None = None
+    # A Triton model repository served as it is (every model in it); `model_dir` is then unused.
+    model_repository: Path | None = None
     start_timeout_s: float = 600.0
     gateway_env: dict[str, str] = field(default_factory=dict)
     engine_memory_share: float = ENGINE_MEMORY_SHARE
     # Triton, its stubs and the gateway on the cores vLLM's CPU workers leave free (localstack.placement).
     keep_off_engine_cores: bool = True
+
+    @classmethod
+    def serving(cls, model: ServedModel, **settings: Any) -> "StackConfig":
+        """A stack serving one Hugging Face folder under its name, with that model's memory share."""
+        return cls(model_name=model.name, model_dir=model.folder, engine_memory_share=model.memory_share, **settings)
+
+    @classmethod
+    def serving_repository(cls, repository: Path, **settings: Any) -> "StackConfig":
+        """A stack serving a whole model repository; `model_name` is its first model, for messages and tests."""
+        return cls(model_name=repository_models(repository)[0], model_repository=repository, **settings)
 
 
 class LocalStack:
@@ -129,15 +148,29 @@ class LocalStack:
         env.pop("PYTHONPATH", None)
         return env
 
+    def served_models(self) -> list[str]:
+        """Every model Triton loads; the stack is ready when all of them are."""
+        if self.config.model_repository is not None:
+            return repository_models(self.config.model_repository)
+        return [self.config.model_name]
+
+    def _repository(self) -> Path:
+        """The given repository, or one written for this run around the model folder."""
+        cfg = self.config
+        if cfg.model_repository is not None:
+            return cfg.model_repository
+        model_dir = cfg.model_dir or cfg.cache.default_model_dir
+        if not model_dir.is_dir():
+            raise StackError(f"no model in {model_dir}: run scripts/install.sh to prepare the local stack")
+        target = cfg.run_dir / "model_repository"
+        return write_model_repository(target, model_dir, cfg.model_name, cfg.engine_memory_share)
+
     def start_triton(self) -> None:
         cfg = self.config
-        cache = cfg.cache
-        if not cache.triton_bin.is_file() or not cache.default_model_dir.is_dir():
-            raise StackError(f"the local stack is not prepared in {cache.root}: run scripts/install.sh")
-        repository = write_model_repository(
-            cfg.run_dir / "model_repository", cache.default_model_dir, cfg.model_name, cfg.engine_memory_share
-        )
-        self.triton = self._triton_service("triton", repository, [cfg.model_name], f"tvg{cfg.grpc_port}_")
+        if not cfg.cache.triton_bin.is_file():
+            raise StackError(f"the local stack is not prepared in {cfg.cache.root}: run scripts/install.sh")
+        shm_prefix = f"tvg{cfg.grpc_port}_"
+        self.triton = self._triton_service("triton", self._repository(), self.served_models(), shm_prefix)
 
     def _triton_service(self, name: str, repository: Path, models: list[str], shm_prefix: str) -> Service:
         """Triton on this stack's ports, loading `models` from `repository`."""
@@ -150,6 +183,7 @@ class LocalStack:
             f"--grpc-port={cfg.grpc_port}",
             f"--metrics-port={cfg.metrics_port}",
             *python_backend_args(shm_prefix),
+            f"--grpc-infer-allocation-pool-size={GRPC_INFER_ALLOCATION_POOL_SIZE}",
             # Explicit control lets the backend unload a model whose engine died, as the stock backend does.
             "--model-control-mode=explicit",
             *(f"--load-model={model}" for model in models),
@@ -158,8 +192,8 @@ class LocalStack:
         return Service(name, argv, self._triton_env(), cfg.run_dir / "triton.log")
 
     def wait_triton_ready(self) -> None:
-        url = f"{self.triton_http_url}/v2/models/{self.config.model_name}/ready"
-        if not wait_until(lambda: http_ok(url), self.config.start_timeout_s, 1.0, self.triton):
+        urls = [f"{self.triton_http_url}/v2/models/{name}/ready" for name in self.served_models()]
+        if not wait_until(lambda: all(http_ok(url) for url in urls), self.config.start_timeout_s, 1.0, self.triton):
             raise StackError(f"Triton did not become ready:\n{self.triton.log_tail() if self.triton else ''}")
 
     def gateway_service(self, name: str, port: int, extra_env: dict[str, str] | None = None) -> Service:

@@ -1,4 +1,9 @@
-"""`make up`: start the local stack, say where to send requests, stop everything on Ctrl-C or SIGTERM."""
+"""`make up`: start the local stack, say where to send requests, stop everything on Ctrl-C or SIGTERM.
+
+`MODEL` (or --model) picks what it serves: a prepared model's name (smollm2-135m-instruct, the default, or
+tiny-random-llama) or a Hugging Face folder; `MODEL_REPOSITORY` (or --model-repository) serves a whole Triton
+model repository as it is.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +14,8 @@ import threading
 import time
 from pathlib import Path
 
-from localstack.paths import REPO_ROOT
+from localstack.model_choice import resolve_model
+from localstack.paths import REPO_ROOT, CachePaths, default_cache_dir
 from localstack.stack import LocalStack, StackConfig, StackError
 
 
@@ -18,7 +24,31 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--port", type=int, default=int(os.environ.get("GATEWAY_PORT", "9000")), help="gateway port")
     parser.add_argument("--host", default=os.environ.get("GATEWAY_HOST", "127.0.0.1"), help="gateway address")
     parser.add_argument("--run-dir", type=Path, default=REPO_ROOT / ".run" / "up")
+    # An empty variable (the Makefile passes MODEL= when none is given) means unset.
+    parser.add_argument("--model", default=os.environ.get("MODEL") or None, help="a prepared model or a folder")
+    parser.add_argument("--model-repository", type=Path, default=os.environ.get("MODEL_REPOSITORY") or None)
+    for name, port in (("http", 8000), ("grpc", 8001), ("metrics", 8002)):
+        parser.add_argument(f"--{name}-port", type=int, default=port, help=f"Triton's {name} port")
     return parser.parse_args(argv)
+
+
+def stack_config(args: argparse.Namespace, cache: CachePaths) -> StackConfig:
+    """The stack `args` ask for; ValueError when the model or repository named does not exist."""
+    if args.model and args.model_repository:
+        raise ValueError("give MODEL or MODEL_REPOSITORY, not both")
+    ports = {
+        "gateway_port": args.port,
+        "gateway_host": args.host,
+        "http_port": args.http_port,
+        "grpc_port": args.grpc_port,
+        "metrics_port": args.metrics_port,
+    }
+    settings = {"run_dir": args.run_dir, "cache": cache, **ports}
+    if args.model_repository is not None:
+        return StackConfig.serving_repository(args.model_repository.resolve(), **settings)
+    if args.model:
+        return StackConfig.serving(resolve_model(args.model, cache), **settings)
+    return StackConfig(**settings)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -26,7 +56,11 @@ def main(argv: list[str] | None = None) -> int:
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, lambda *_: stop.set())
-    stack = LocalStack(StackConfig(run_dir=args.run_dir, gateway_port=args.port, gateway_host=args.host))
+    try:
+        stack = LocalStack(stack_config(args, CachePaths(default_cache_dir())))
+    except ValueError as exc:
+        print(f"[up] {exc}", flush=True)
+        return 2
     started = time.monotonic()
     print("[up] starting Triton (vLLM engine, first start compiles for a few minutes) and the gateway...", flush=True)
     print(f"[up] logs: {args.run_dir}/triton.log, {args.run_dir}/gateway.log", flush=True)
@@ -38,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     base = f"http://{'localhost' if args.host in ('127.0.0.1', '0.0.0.0') else args.host}:{args.port}"
     print(
         f"\n[up] ready in {time.monotonic() - started:.0f} s\n"
-        f"     OpenAI base URL: {base}/v1   (model: {stack.config.model_name})\n"
+        f"     OpenAI base URL: {base}/v1   (model: {', '.join(stack.served_models())})\n"
         f"     Triton: HTTP {stack.triton_http_url}, gRPC 127.0.0.1:{stack.config.grpc_port}, "
         f"metrics {stack.triton_metrics_url}\n"
         "     Ctrl-C stops everything.\n",

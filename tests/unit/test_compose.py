@@ -74,3 +74,10 @@ def test_triton_gets_the_local_stacks_python_backend_threads(compose: dict) -> N
 
     local = [arg for arg in python_backend_args("x") if "thread-pool-size" in arg]
     assert local and all(arg in compose["services"]["triton"]["command"] for arg in local)
+
+
+def test_triton_gets_the_local_stacks_grpc_allocation_pool(compose: dict) -> None:
+    from localstack.stack import GRPC_INFER_ALLOCATION_POOL_SIZE
+
+    flag = f"--grpc-infer-allocation-pool-size={GRPC_INFER_ALLOCATION_POOL_SIZE}"
+    assert flag in compose["services"]["triton"]["command"]
