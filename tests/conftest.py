@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from localstack.model_choice import resolve_model
 from localstack.net import free_port
+from localstack.paths import FAST_MODEL_NAME, CachePaths, default_cache_dir
 from localstack.processes import stop_on_sigterm
 from localstack.stack import LocalStack, StackConfig, stray_processes
 
@@ -26,16 +28,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=lambda item: item.get_closest_marker("disruptive") is not None)
 
 
-@pytest.fixture(scope="session")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
-    config = StackConfig(
-        run_dir=tmp_path_factory.mktemp("stack"),
-        http_port=free_port(),
-        grpc_port=free_port(),
-        metrics_port=free_port(),
-        gateway_port=free_port(),
-        gateway_env={"GATEWAY_MODEL_ALIASES": '{"smollm2": "smollm2-135m-instruct"}'},
-    )
+def _free_ports() -> dict[str, int]:
+    return {name: free_port() for name in ("http_port", "grpc_port", "metrics_port", "gateway_port")}
+
+
+def _run_stack(config: StackConfig) -> Iterator[LocalStack]:
+    """Starts the stack, and after the session checks that nothing it started survives it."""
     local = LocalStack(config)
     local.start()
     try:
@@ -45,6 +43,25 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
         # Triton, its stubs and vLLM's engine processes carry the run's marker: none may survive.
         left = stray_processes(config.run_dir)
         assert not left, f"processes left after stopping the stack: {left}"
+
+
+@pytest.fixture(scope="session")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
+    config = StackConfig(
+        run_dir=tmp_path_factory.mktemp("stack"),
+        gateway_env={"GATEWAY_MODEL_ALIASES": '{"smollm2": "smollm2-135m-instruct"}'},
+        **_free_ports(),
+    )
+    yield from _run_stack(config)
+
+
+@pytest.fixture(scope="session")
+def fast_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
+    """The stack serving the tiny random Llama (`make up MODEL=tiny-random-llama`): vLLM's real engine, stepping
+    in milliseconds, for tests that need more tokens per second than the front end can carry.
+    Its model is `fast_stack.config.model_name`."""
+    model = resolve_model(FAST_MODEL_NAME, CachePaths(default_cache_dir()))
+    yield from _run_stack(StackConfig.serving(model, run_dir=tmp_path_factory.mktemp("fast_stack"), **_free_ports()))
 
 
 @pytest.fixture(scope="session")
