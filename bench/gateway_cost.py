@@ -30,6 +30,7 @@ class CostConfig:
     rss_streams: int = 256
     rss_max_tokens: int = 60
     slow_token_delay_s: float = 0.1  # rss_max_tokens x this = how long the RSS streams stay open
+    workers: tuple[int, ...] = (1,)  # GATEWAY_WORKERS to measure apart; just (1,): the main runs suffice
 
 
 def median_run(runs: list[dict[str, Any]], key: str) -> dict[str, Any]:
@@ -59,17 +60,19 @@ class GatewayCost:
 
     def _http(self, name: str, url: str, pid: int, concurrency: int, model: str = DEFAULT_MODEL_NAME,
               max_tokens: int | None = None, duration_s: float = 0.0, requests: int = 0,
-              warmup: bool = True) -> dict[str, Any]:  # fmt: skip
-        """One measured HTTP load, after a short unmeasured warm-up."""
+              warmup: bool = True, with_children: bool = False, usage: bool = False) -> dict[str, Any]:  # fmt: skip
+        """One measured HTTP load, after a short unmeasured warm-up; `with_children` counts the server's child
+        processes too (uvicorn's workers), `usage` counts tokens from the usage chunk rather than chunks."""
         cfg = self.config
         common = ["--url", url, "--model", model, "--concurrency", str(concurrency),
                   "--max-tokens", str(max_tokens or cfg.max_tokens)]  # fmt: skip
+        common += ["--include-usage"] if usage else []
         if warmup and cfg.warmup_s:
             run_json(
                 "bench.http_load", [*common, "--duration", str(cfg.warmup_s)], cfg.out_dir / f"{name}-warmup.json", 600
             )
         load = ["--duration", str(duration_s)] if duration_s else ["--requests", str(requests)]
-        with Watch(pid) as watch:
+        with Watch(pid, with_children=with_children) as watch:
             summary = run_json("bench.http_load", [*common, *load], cfg.out_dir / f"{name}.json", 900)
         return _cost(summary, watch.usage)
 
@@ -107,6 +110,27 @@ class GatewayCost:
             floor.stop()
             raise RuntimeError(f"the floor app did not start:\n{tail}")
         return floor, url
+
+    def _workers(self, stack: FakeUpstreamStack, workers: int) -> dict[str, Any]:
+        """A gateway of its own with GATEWAY_WORKERS=`workers`, under the main runs' load; its CPU is the sum
+        over uvicorn's supervisor and its worker processes. Tokens come from the usage chunk: the gateway may
+        merge several tokens into one chunk."""
+        cfg = self.config
+        port = free_port()
+        service = stack.gateway_service(f"gateway-w{workers}", port, {"GATEWAY_WORKERS": str(workers)})
+        url = f"http://{stack.config.gateway_host}:{port}"
+        try:
+            if not wait_until(lambda: http_ok(f"{url}/health/ready"), 60, 0.5, service):
+                raise RuntimeError(f"the gateway with {workers} workers did not start:\n{service.log_tail()}")
+            run = self._http(f"gateway-w{workers}", url, service.pid, cfg.streams, duration_s=cfg.duration_s,
+                             with_children=True, usage=True)  # fmt: skip
+        finally:
+            service.stop()
+        tokens = run["total_output_tokens"]
+        run["cpu_us_per_token"] = run["server_cpu_s"] * 1e6 / tokens if tokens else None
+        self.log(f"  {workers} workers: {run['output_throughput']:,.0f} tokens/s, {run['cpu_us_per_token']:.1f} "
+                 f"CPU µs/token, {tokens / max(1, run['chunks']):.2f} tokens/chunk")  # fmt: skip
+        return {"workers": workers, **run}
 
     def run(self) -> dict[str, Any]:
         cfg = self.config
@@ -157,6 +181,9 @@ class GatewayCost:
                     "gateway-rss", stack.gateway_url, gateway_pid, cfg.rss_streams, model=SLOW_MODEL_NAME,
                     max_tokens=cfg.rss_max_tokens, requests=cfg.rss_streams, warmup=False,
                 )  # fmt: skip
+                if cfg.workers != (1,):
+                    self.log(f"  GATEWAY_WORKERS {', '.join(map(str, cfg.workers))}, each alone under the same load")
+                    results["workers"] = [self._workers(stack, w) for w in cfg.workers]
             finally:
                 floor.stop()
         self.log("fake stack and floor stopped")

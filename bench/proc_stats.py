@@ -46,6 +46,39 @@ def cpu_by_role(roots: dict[str, int]) -> dict[str, float]:
     return totals
 
 
+STUB_NAME = "triton_python_backend_stub"  # Triton's Python-backend process, one per model instance
+
+
+def process_kind(name: str, role: str) -> str:
+    """Which stage of a serving path a process is: vLLM's engine, Triton's Python stub, or its root's role
+    (the root itself and its other descendants, such as the gateway's uvicorn workers)."""
+    if name.startswith(ENGINE_PREFIX):
+        return "engine"
+    if STUB_NAME.startswith(name) and len(name) >= 15:  # Linux may cut the name to its first 15 characters
+        return "stub"
+    return role
+
+
+def cpu_by_process(roots: dict[str, int]) -> dict[int, tuple[str, float]]:
+    """pid -> (kind, CPU seconds so far) for every process under the roots, so a load's CPU can be split by
+    stage and the busiest process of each stage found (a stage of several processes, like the gateway's
+    workers, saturates when its busiest process does)."""
+    found: dict[int, tuple[str, float]] = {}
+    for role, pid in roots.items():
+        try:
+            root = psutil.Process(pid)
+            tree = [root, *root.children(recursive=True)]
+        except psutil.NoSuchProcess:
+            continue
+        for process in tree:
+            try:
+                name, times = process.name(), process.cpu_times()
+            except psutil.NoSuchProcess:
+                continue
+            found[process.pid] = (process_kind(name, role), times.user + times.system)
+    return found
+
+
 @dataclass
 class Usage:
     cpu_s: float

@@ -236,7 +236,8 @@ def _table(headers: list[str], rows: list[list[Any]]) -> str:
     return "\n".join(lines)
 
 
-def markdown(results: dict[str, Any]) -> str:
+def markdown(results: dict[str, Any], sections: tuple[str, ...] = ()) -> str:
+    """`sections`: other parts' markdown (part 3's, from bench/gpu_report.py), placed before the targets."""
     parts = [f"# Benchmark {results['started']}\n", f"`{results['command']}`\n"]
     for key, title in (("serving", "Part 1"), ("gateway_cost", "Part 2")):
         if "error" in results.get(key, {}):
@@ -341,6 +342,14 @@ def markdown(results: dict[str, Any]) -> str:
             parts.append(_table(headers, round_rows) + "\n")
         figures = cost_figures(cost)
         parts.append(_table(["figure", "value"], [[k, v] for k, v in figures.items()]) + "\n")
+        if cost.get("workers"):
+            rows = [[w["workers"], w["output_throughput"], w["cpu_us_per_token"], w["chunks_per_s"], w["p50_ttft_ms"]]
+                    for w in cost["workers"]]  # fmt: skip
+            parts.append("GATEWAY_WORKERS, each a gateway of its own under the same load (tokens from the usage "
+                         "chunk; CPU summed over uvicorn's supervisor and workers):\n\n"
+                         + _table(["workers", "tokens/s", "CPU µs/token", "chunks/s", "TTFT p50"], rows)
+                         + "\n")  # fmt: skip
+    parts.extend(sections)
     parts.append("## Targets\n")
     verdict = {True: "yes", False: "**no**", None: "–"}
     parts.append(
@@ -351,9 +360,9 @@ def markdown(results: dict[str, Any]) -> str:
     return "\n".join(parts) + "\n"
 
 
-def write(out_dir: Path, results: dict[str, Any]) -> list[Path]:
+def write(out_dir: Path, results: dict[str, Any], sections: tuple[str, ...] = ()) -> list[Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
     json_path, md_path = out_dir / "results.json", out_dir / "results.md"
     json_path.write_text(json.dumps(results, indent=2, default=str))
-    md_path.write_text(markdown(results))
+    md_path.write_text(markdown(results, sections))
     return [json_path, md_path]

@@ -4,6 +4,9 @@ chart.png under the output folder, and stops everything it started.
     python -m bench                         # both parts
     python -m bench --part1                 # end to end only: A and C taking turns, B on A's stack
     python -m bench --part2                 # the gateway's own cost only (no engine, two to three minutes)
+    python -m bench --part2 --workers 1,2,4 # and GATEWAY_WORKERS 1, 2 and 4 under the same load
+    python -m bench --part3                 # GPU token rates on a tiny random-weight Llama (E, A, B, C, C')
+    python -m bench --part3 --concurrency 64 --num-prompts 64 --systems A,C   # a short smoke run
     python -m bench --part1 --systems A --concurrency 1 --num-prompts 2 --nonstream-concurrency 0
 """
 
@@ -16,8 +19,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import chart, report
+from bench import chart, gpu_report, report
 from bench.gateway_cost import CostConfig, GatewayCost
+from bench.gpu_rates import CONCURRENCIES as RATES_CONCURRENCIES
+from bench.gpu_rates import SYSTEMS as RATES_SYSTEMS
+from bench.gpu_rates import GpuRates, RatesConfig
 from bench.prompts import Workload
 from bench.serving import Serving, ServingConfig
 from localstack.paths import REPO_ROOT, CachePaths, default_cache_dir
@@ -34,19 +40,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--part1", action="store_true", help="end to end: A gateway, B Triton gRPC, C vllm serve")
     parser.add_argument("--part2", action="store_true", help="the gateway's own cost against a bare ASGI floor")
+    parser.add_argument("--part3", action="store_true", help="GPU token rates on a tiny random-weight Llama")
     parser.add_argument("--out-dir", type=Path, help="default: .run/bench/<timestamp>")
 
-    one = parser.add_argument_group("part 1")
-    one.add_argument("--systems", default="A,B,C", help="any of A,B,C (default: all)")
-    one.add_argument("--concurrency", type=_ints, default=[1, 8, 32, 64], help="comma-separated (default 1,8,32,64)")
-    one.add_argument("--prompts-per-concurrency", type=int, default=4, help="prompts = this x concurrency (default 4)")
+    one = parser.add_argument_group("parts 1 and 3 (part 3's defaults in brackets)")
+    one.add_argument("--systems", help="any of A,B,C (default: all) [E,A,B,C,C']")
+    one.add_argument("--concurrency", type=_ints, help="comma-separated (default 1,8,32,64) [1,64,256,512]")
+    one.add_argument("--prompts-per-concurrency", type=int, help="prompts = this x concurrency (default 4) [2]")
     one.add_argument("--min-prompts", type=int, default=16, help="at least this many prompts per run (default 16)")
     one.add_argument(
         "--num-prompts", type=int, help="the same prompt count at every concurrency (overrides the two above)"
     )
-    one.add_argument("--warmups", type=int, help="warm-up requests per run (default: the concurrency)")
+    one.add_argument("--warmups", type=int, help="warm-up requests per run (default: the concurrency) [a quarter]")
     one.add_argument("--input-len", type=int, default=128)
-    one.add_argument("--output-len", type=int, default=64)
+    one.add_argument("--output-len", type=int, help="(default 64) [256]")
     one.add_argument(
         "--nonstream-concurrency", type=int, default=64, help="streaming vs not on A at this concurrency; 0 skips"
     )
@@ -56,8 +63,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--rounds",
         type=int,
-        default=ServingConfig.rounds,
-        help="rounds of taking turns: A and C at 32 and 64, gateway and floor in part 2 (default 3)",
+        help="rounds of taking turns: A and C at 32 and 64, gateway and floor in part 2 (default 3); part 3: A, C "
+        "and C' at 256 and 512 [1]",
     )
 
     two = parser.add_argument_group("part 2")
@@ -68,13 +75,28 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     two.add_argument("--rss-streams", type=int, default=256, help="streams held open for the memory reading")
     two.add_argument("--rss-max-tokens", type=int, default=60)
     two.add_argument("--rss-token-delay", type=float, default=0.1, help="seconds between the slow model's chunks")
+    two.add_argument("--workers", type=_ints, default=[1], help="GATEWAY_WORKERS counts to measure (default 1)")
+
+    three = parser.add_argument_group("part 3")
+    three.add_argument(
+        "--stream-interval", type=int, help="C''s --stream-interval (default: the one A's model.json uses; none: no C')"
+    )
+    three.add_argument("--gateway-workers", type=int, default=1, help="A's GATEWAY_WORKERS (default 1)")
     args = parser.parse_args(argv)
-    if not args.part1 and not args.part2:
+    if not (args.part1 or args.part2 or args.part3):
         args.part1 = args.part2 = True
-    args.systems = {s.strip().upper() for s in args.systems.split(",") if s.strip()}
-    if not args.systems <= {"A", "B", "C"}:
-        parser.error("--systems takes A, B and C")
+    if args.part1 and args.part3 and args.systems:
+        parser.error("--systems means different things in parts 1 and 3: run them apart")
+    known = set(RATES_SYSTEMS) if args.part3 else {"A", "B", "C"}
+    args.systems = {s.strip().upper() for s in args.systems.split(",") if s.strip()} if args.systems else None
+    if args.systems and not args.systems <= known:
+        parser.error(f"--systems takes {', '.join(sorted(known))}")
     return args
+
+
+def _or(value: Any, default: Any) -> Any:
+    """A shared option's value, or the part's own default when it was not given."""
+    return default if value is None else value
 
 
 def _log(message: str) -> None:
@@ -89,19 +111,19 @@ def _print_targets(found: list[dict[str, Any]]) -> None:
 
 def _part1(args: argparse.Namespace, out_dir: Path) -> dict[str, Any]:
     """Runs so far are kept when a later one fails, so a failure still leaves a report."""
-    workload = Workload(CachePaths(default_cache_dir()).default_model_dir, args.input_len, args.output_len)
+    workload = Workload(CachePaths(default_cache_dir()).default_model_dir, args.input_len, _or(args.output_len, 64))
     serving_config = ServingConfig(
         out_dir=out_dir,
         workload=workload,
-        systems=args.systems,
-        concurrencies=args.concurrency,
-        prompts_per_concurrency=args.prompts_per_concurrency,
+        systems=_or(args.systems, {"A", "B", "C"}),
+        concurrencies=_or(args.concurrency, [1, 8, 32, 64]),
+        prompts_per_concurrency=_or(args.prompts_per_concurrency, 4),
         min_prompts=args.min_prompts,
         num_prompts=args.num_prompts,
         warmups=args.warmups,
         nonstream_concurrency=args.nonstream_concurrency,
         ttft_pairs=args.ttft_pairs,
-        rounds=args.rounds,
+        rounds=_or(args.rounds, ServingConfig.rounds),
     )
     serving = Serving(serving_config, _log)
     part: dict[str, Any] = {}
@@ -130,11 +152,12 @@ def _part2(args: argparse.Namespace, out_dir: Path) -> dict[str, Any]:
         streams=args.streams,
         max_tokens=args.max_tokens,
         duration_s=args.duration,
-        rounds=args.rounds,
+        rounds=_or(args.rounds, CostConfig.rounds),
         latency_requests=args.latency_requests,
         rss_streams=args.rss_streams,
         rss_max_tokens=args.rss_max_tokens,
         slow_token_delay_s=args.rss_token_delay,
+        workers=tuple(args.workers),
     )
     try:
         part = GatewayCost(cost_config, _log).run()
@@ -143,6 +166,37 @@ def _part2(args: argparse.Namespace, out_dir: Path) -> dict[str, Any]:
         return {"error": str(exc)}
     for name, value in report.cost_figures(part).items():
         _log(f"  {name}: {value:,.3f}" if isinstance(value, float) else f"  {name}: {value}")
+    return part
+
+
+def _part3(args: argparse.Namespace, out_dir: Path) -> dict[str, Any]:
+    """Like part 1, runs so far are kept when a later one fails."""
+    workload = Workload(CachePaths(default_cache_dir()).fast_model_dir, args.input_len, _or(args.output_len, 256))
+    config = RatesConfig(
+        out_dir=out_dir,
+        workload=workload,
+        systems=_or(args.systems, set(RATES_SYSTEMS)),
+        concurrencies=_or(args.concurrency, list(RATES_CONCURRENCIES)),
+        prompts_per_concurrency=_or(args.prompts_per_concurrency, RatesConfig.prompts_per_concurrency),
+        min_prompts=args.min_prompts,
+        num_prompts=args.num_prompts,
+        warmups=args.warmups,
+        rounds=_or(args.rounds, RatesConfig.rounds),
+        stream_interval=args.stream_interval,
+        gateway_workers=args.gateway_workers,
+    )
+    rates = GpuRates(config, _log)
+    part: dict[str, Any] = {}
+    try:
+        rates.run()
+    except Exception as exc:
+        _log(f"part 3 failed: {exc}")
+        part["error"] = str(exc)
+    part.update({"runs": rates.runs, "engine": rates.engine, "stream_interval": rates.stream_interval})
+    part["engine_config"] = rates.engine_config()
+    part["ratios"] = gpu_report.ratio_rows(rates.runs, rates.engine)
+    for row in part["ratios"]:
+        _log("  " + ", ".join(f"{k}={v:,.3f}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()))
     return part
 
 
@@ -161,22 +215,25 @@ def main(argv: list[str] | None = None) -> None:
         results["serving"] = _part1(args, out_dir / "part1")
     if args.part2:
         results["gateway_cost"] = _part2(args, out_dir / "part2")
+    if args.part3:
+        results["gpu_rates"] = _part3(args, out_dir / "part3")
     results["targets"] = report.targets(
         results.get("serving", {}).get("runs", []),
         results.get("serving", {}).get("ratios", []),
         results.get("serving", {}).get("ttft_pairs"),
         results.get("gateway_cost") if "error" not in results.get("gateway_cost", {}) else None,
-    )
+    ) + gpu_report.targets(results.get("gpu_rates", {}).get("ratios", []))
     _log("targets:")
     _print_targets(results["targets"])
-    written = report.write(out_dir, results)
+    sections = (gpu_report.markdown(results["gpu_rates"]),) if "gpu_rates" in results else ()
+    written = report.write(out_dir, results, sections)
     png = chart.draw(results, out_dir / "chart.png")
     if png is None:
         _log("chart skipped: matplotlib is not installed (pip install -e '.[bench]')")
     else:
         written.append(png)
     _log("wrote " + ", ".join(str(p) for p in written))
-    if any("error" in results.get(key, {}) for key in ("serving", "gateway_cost")):
+    if any("error" in results.get(key, {}) for key in ("serving", "gateway_cost", "gpu_rates")):
         sys.exit(1)
 
 

@@ -41,6 +41,7 @@ class ServingConfig:
     rounds: int = 3  # A and C taking turns at each of `round_concurrencies`; one round elsewhere
     round_concurrencies: tuple[int, ...] = (32, 64)
     model: str = DEFAULT_MODEL_NAME
+    save_detailed: bool = False  # vllm bench serve keeps per-request lists (ITLs, output lengths) in its file
 
     def rounds_for(self, concurrency: int) -> int:
         return self.rounds if concurrency in self.round_concurrencies else 1
@@ -110,6 +111,7 @@ class Serving:
                 lambda: run_vllm_bench(
                     system, base_url, cfg.model, backend, cfg.workload, concurrency,
                     cfg.prompts_for(concurrency), cfg.warmups_for(concurrency), cfg.out_dir, round_,
+                    detailed=cfg.save_detailed,
                 ),  # fmt: skip
                 cfg.warmups_for(concurrency) + 1,  # and vllm bench serve's own first test request
             )
@@ -155,16 +157,18 @@ class Serving:
             f"(A p50 {p['a_ttft_p50_ms']:.1f} ms, B p50 {p['b_ttft_p50_ms']:.1f} ms)"
         )
 
-    def _stack(self) -> LocalStack:
-        cfg = self.config
-        stack_config = StackConfig(
-            run_dir=cfg.out_dir / "stack",
+    def _stack_config(self) -> StackConfig:
+        return StackConfig(
+            run_dir=self.config.out_dir / "stack",
             http_port=free_port(),
             grpc_port=free_port(),
             metrics_port=free_port(),
             gateway_port=free_port(),
-            engine_memory_share=cfg.memory_share,
+            engine_memory_share=self.config.memory_share,
         )
+
+    def _stack(self) -> LocalStack:
+        stack_config = self._stack_config()
         self.log(f"starting the local stack (Triton + our backend + vLLM, and the gateway) in {stack_config.run_dir}")
         return LocalStack(stack_config)
 

@@ -20,8 +20,9 @@ ENDPOINTS = {"openai": "/v1/completions", "openai-chat": "/v1/chat/completions"}
 
 def bench_argv(
     base_url: str, model: str, backend: str, workload: Workload, concurrency: int, num_prompts: int,
-    warmups: int, result_dir: Path, result_file: str,
+    warmups: int, result_dir: Path, result_file: str, detailed: bool = False,
 ) -> list[str]:  # fmt: skip
+    """`detailed` keeps the per-request lists (ITLs, output lengths, texts) in the saved file."""
     return [
         "--base-url", base_url,
         "--backend", backend,
@@ -38,16 +39,20 @@ def bench_argv(
         "--save-result",
         "--result-dir", str(result_dir),
         "--result-filename", result_file,
+        *(["--save-detailed"] if detailed else []),
     ]  # fmt: skip
 
 
 def run_vllm_bench(
     system: str, base_url: str, model: str, backend: str, workload: Workload, concurrency: int,
     num_prompts: int, warmups: int, result_dir: Path, round_: int = 0, timeout_s: float = 3600.0,
+    detailed: bool = False,
 ) -> dict[str, Any]:  # fmt: skip
     """One `vllm bench serve` run; returns its saved JSON with our labels added."""
     name = f"{system}-{backend}-c{concurrency}" + (f"-r{round_}" if round_ else "")
-    argv = bench_argv(base_url, model, backend, workload, concurrency, num_prompts, warmups, result_dir, f"{name}.json")
+    argv = bench_argv(
+        base_url, model, backend, workload, concurrency, num_prompts, warmups, result_dir, f"{name}.json", detailed
+    )
     run_module("bench.vllm_bench", argv, result_dir / f"{name}.log", timeout_s)
     result = json.loads((result_dir / f"{name}.json").read_text())
     result.update({"system": system, "client": "vllm bench serve", "stream": True})

@@ -36,15 +36,18 @@ def engine_flags(engine_args: dict[str, Any]) -> list[str]:
 
 
 def serve_argv(
-    model_dir: Path, port: int, served_name: str = DEFAULT_MODEL_NAME, memory_share: float = ENGINE_MEMORY_SHARE
-) -> list[str]:
+    model_dir: Path, port: int, served_name: str = DEFAULT_MODEL_NAME, memory_share: float = ENGINE_MEMORY_SHARE,
+    overrides: dict[str, Any] | None = None,
+) -> list[str]:  # fmt: skip
+    """`overrides` replace engine arguments (None drops one), e.g. C' = C with `stream_interval`."""
+    engine_args = {**cpu_engine_args(model_dir, memory_share), **(overrides or {})}
     return [
         sys.executable, "-m", "vllm.entrypoints.openai.api_server",
         "--model", str(model_dir),
         "--served-model-name", served_name,
         "--host", "127.0.0.1",
         "--port", str(port),
-        *engine_flags(cpu_engine_args(model_dir, memory_share)),
+        *engine_flags(engine_args),
     ]  # fmt: skip
 
 
@@ -63,9 +66,14 @@ class VllmServer:
     """`python -m vllm.entrypoints.openai.api_server` as a supervised child; the engine's first start
     compiles for a minute or two."""
 
-    def __init__(self, model_dir: Path, port: int, log_path: Path, memory_share: float = ENGINE_MEMORY_SHARE) -> None:
+    def __init__(
+        self, model_dir: Path, port: int, log_path: Path, memory_share: float = ENGINE_MEMORY_SHARE,
+        served_name: str = DEFAULT_MODEL_NAME, overrides: dict[str, Any] | None = None,
+    ) -> None:  # fmt: skip
         self.model_dir = model_dir
         self.memory_share = memory_share
+        self.served_name = served_name
+        self.overrides = overrides
         self.port = port
         self.log_path = log_path
         self.service: Service | None = None
@@ -75,7 +83,7 @@ class VllmServer:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self, timeout_s: float = 900.0) -> "VllmServer":
-        argv = serve_argv(self.model_dir, self.port, memory_share=self.memory_share)
+        argv = serve_argv(self.model_dir, self.port, self.served_name, self.memory_share, self.overrides)
         self.service = Service("vllm-serve", argv, _env(), self.log_path)
         if not wait_until(lambda: http_ok(f"{self.url}/health"), timeout_s, 1.0, self.service):
             tail = self.service.log_tail()
