@@ -60,7 +60,9 @@ def test_repository_models_are_its_folders_with_a_config(tmp_path: Path) -> None
         repository_models(tmp_path / "missing")
 
 
-def test_up_with_nothing_chosen_serves_the_default_as_before(cache: CachePaths, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_up_with_nothing_chosen_serves_the_default_as_before(
+    cache: CachePaths, monkeypatch: pytest.MonkeyPatch
+) -> None:
     for variable in ("MODEL", "MODEL_REPOSITORY"):
         monkeypatch.setenv(variable, "")  # what the Makefile passes when none is given
     config = stack_config(_parse([]), cache)
