@@ -27,10 +27,17 @@ def _cpu_s() -> float:
 
 def generate(args: argparse.Namespace) -> dict[str, Any]:
     from vllm import LLM, SamplingParams
+    from vllm.config import SchedulerConfig
 
     from localstack.model_repo import cpu_engine_args
 
-    engine_args = cpu_engine_args(args.model_dir, args.memory_share)
+    # The scheduler's limits A's engine (AsyncLLM) and C's (the API server) take on a CPU; `LLM` alone would
+    # take 256 sequences and 4096 tokens per step, and so measure another engine.
+    limits = {
+        "max_num_seqs": SchedulerConfig.DEFAULT_MAX_NUM_SEQS,
+        "max_num_batched_tokens": SchedulerConfig.DEFAULT_MAX_NUM_BATCHED_TOKENS,
+    }
+    engine_args = {**cpu_engine_args(args.model_dir, args.memory_share), **limits}
     llm = LLM(**engine_args)
     params = SamplingParams(max_tokens=args.max_tokens, temperature=0, ignore_eos=True)
     prompts = [row["prompt"] for row in load_prompts(args.prompts)]

@@ -17,7 +17,9 @@ from typing import Any
 
 from bench.jobs import run_json
 from bench.proc_stats import cpu_by_process
+from bench.prompts import Workload
 from bench.serving import Serving, ServingConfig
+from bench.vllm_bench import run_vllm_bench
 from bench.vllm_serve import VllmServer
 from localstack.model_choice import memory_share
 from localstack.net import free_port
@@ -155,8 +157,19 @@ class GpuRates(Serving):
         for system in order:
             self._vllm_bench(system, servers[system], concurrency, round_)
 
+    def _warm(self, servers: dict[str, str]) -> None:
+        """One unmeasured load per server at the highest concurrency with short outputs, so that no measured
+        run is the first to meet a full batch."""
+        cfg = self.config
+        top = max(cfg.concurrencies)
+        short = Workload(cfg.workload.model_dir, cfg.workload.input_len, 16)
+        for system, url in servers.items():
+            self.log(f"  warming {system} up: {top} requests of 16 tokens at concurrency {top}")
+            run_vllm_bench(f"{system}-warmup", url, cfg.model, "openai", short, top, top, 0, cfg.out_dir)
+
     def _levels_with(self, servers: dict[str, str], grpc_url: str | None) -> None:
         cfg = self.config
+        self._warm(servers)
         for concurrency in cfg.concurrencies:
             for round_ in range(cfg.rounds_for(concurrency)):
                 self._turns(servers, concurrency, round_)
