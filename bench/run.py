@@ -229,7 +229,7 @@ def main(argv: list[str] | None = None) -> None:
     written = report.write(out_dir, results, sections)
     png = chart.draw(results, out_dir / "chart.png")
     if png is None:
-        _log("chart skipped: matplotlib is not installed (pip install -e '.[bench]')")
+        _log("chart skipped: nothing to draw, or matplotlib is not installed (pip install -e '.[bench]')")
     else:
         written.append(png)
     _log("wrote " + ", ".join(str(p) for p in written))
