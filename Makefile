@@ -22,7 +22,7 @@ unit: install
 	@$(PYTHON) -m pytest -m "not stack" $(PYTEST_ARGS)
 
 # The benchmark (README, Performance): end to end against vLLM's own server, and the gateway's own cost.
-# BENCH_ARGS="--part2" runs one part.
+# BENCH_ARGS="--part2" runs one part; "--part3" (not in the default run) the GPU token rates on the fast model.
 bench: install
 	@$(PYTHON) -m bench $(BENCH_ARGS)
 
