@@ -41,7 +41,7 @@ from vllm_backend.outbox import Outbox  # noqa: E402
 from vllm_backend.outputs import OutputOptions, ResponseArrays  # noqa: E402
 from vllm_backend.params import BackendParams  # noqa: E402
 from vllm_backend.reaper import Reaper  # noqa: E402
-from vllm_backend.relay import relay, settler  # noqa: E402
+from vllm_backend.relay import relay  # noqa: E402
 from vllm_backend.sampling import SamplingError, sampling_from_json  # noqa: E402
 
 # Starts every error message caused by the request itself (the client's fault).
@@ -331,7 +331,12 @@ class TritonPythonModel:
             arrays = ResponseArrays(options)
             # A cancelled request ends here too: the watch's abort makes the engine yield a final output.
             outputs = engine.generate(engine_prompt, params, request_id, lora_request=lora)
-            last = await relay(outputs, lambda output: self._response(arrays(output)), partial(self._deliver, sender))
+            last = await relay(
+                outputs,
+                lambda output: self._response(arrays(output)),
+                lambda response, on_sent: self.outbox.send(sender, response, on_sent=on_sent),
+                self.loop,
+            )
             if sender.is_cancelled():
                 await engine.abort(request_id)
                 self.outbox.send(sender, None, pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
@@ -358,12 +363,6 @@ class TritonPythonModel:
                 self._fail(sender, f"engine error: {exc}", pb_utils.TritonError.INTERNAL)
         finally:
             self.cancels.discard(request_id)
-
-    def _deliver(self, sender: Any, response: Any) -> asyncio.Future:
-        """Queues an intermediate response; the future resolves once the sender thread handed it to Triton."""
-        future = self.loop.create_future()
-        self.outbox.send(sender, response, on_sent=settler(self.loop, future))
-        return future
 
     def _response(self, arrays: dict[str, Any]) -> Any:
         return pb_utils.InferenceResponse(output_tensors=[pb_utils.Tensor(k, v) for k, v in arrays.items()])

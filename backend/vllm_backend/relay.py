@@ -1,39 +1,22 @@
-"""A request's engine outputs to its responses, one response in flight at a time.
+"""A request's engine outputs to its responses, at most one response in flight at a time.
 
 Each response costs the stub, Triton's front end and the gateway tens of microseconds of CPU, whatever it
-carries. So the next output is pulled from the engine only once the previous response has been handed to
-Triton: while the sender thread is busy, vLLM's own collector (`RequestOutputCollector`, streaming DELTA
-outputs) merges what the engine produces for the request, texts concatenated, token ids and logprobs
-appended, the latest cumulative logprob and finish reason kept. The first output never waits, and on an
-idle server each response is handed over before the next token comes, so every token goes out alone.
+carries. So a request that has its next output while its previous response is still waiting for the
+sender thread waits too, and pulls nothing more from the engine meanwhile: vLLM's own collector
+(`RequestOutputCollector`, streaming DELTA outputs) merges what the engine produces for the request,
+texts concatenated, token ids and logprobs appended, the latest cumulative logprob and finish reason
+kept, and the next pull takes it all as one output. The first output never waits, and when the sender
+keeps up (an idle server) every output goes out at once, alone, with no wake-up from the sender thread.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable
-from functools import partial
+from collections.abc import AsyncIterator
 from typing import Any, Callable, TypeVar
 
 Response = TypeVar("Response")
-
-
-async def relay(
-    outputs: AsyncIterator[Any],
-    to_response: Callable[[Any], Response],
-    deliver: Callable[[Response], Awaitable[None]],
-) -> Response | None:
-    """Delivers each intermediate output's response and waits for it before pulling the next output;
-    returns the finished output's response (None if the outputs end unfinished), for the caller to send
-    as the final response. Reads `outputs` to its end: a generator left open would be aborted later."""
-    final = None
-    async for output in outputs:
-        response = to_response(output)
-        if output.finished:
-            final = response
-        else:
-            await deliver(response)
-    return final
+OnSent = Callable[[], None]
 
 
 def _settle(future: asyncio.Future) -> None:
@@ -41,14 +24,59 @@ def _settle(future: asyncio.Future) -> None:
         future.set_result(None)
 
 
-def settler(loop: asyncio.AbstractEventLoop, future: asyncio.Future) -> Callable[[], None]:
-    """A callable for another thread that resolves `future` on its loop. A loop already closed (the model
-    is being unloaded) has nobody waiting."""
+class Handover:
+    """One request's response in flight. The sender thread marks it sent; the loop waits for that only if
+    it has the request's next response first, and only then is the loop woken from the sender thread.
 
-    def settle() -> None:
-        try:
-            loop.call_soon_threadsafe(partial(_settle, future))
-        except RuntimeError:
-            pass
+    The two threads meet in two attributes, each written by one side and read by the other after writing
+    its own (`sent` then `waiter` in the sender, `waiter` then `sent` in the loop), so whichever comes
+    second sees the other: a waiter is always woken, and nobody waits for a response already sent.
+    """
 
-    return settle
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.sent = True
+        self.waiter: asyncio.Future | None = None
+
+    def start(self) -> OnSent:
+        """A response goes out: the callable, for the sender thread, marks it sent."""
+        self.sent, self.waiter = False, None
+        return self._mark_sent
+
+    def _mark_sent(self) -> None:
+        self.sent = True
+        waiter = self.waiter
+        if waiter is not None:
+            try:
+                self.loop.call_soon_threadsafe(_settle, waiter)
+            except RuntimeError:  # the loop is closed: the model is being unloaded
+                pass
+
+    async def wait(self) -> None:
+        """Returns once the response in flight (if any) has been handed to Triton."""
+        if self.sent:
+            return
+        self.waiter = self.loop.create_future()
+        if not self.sent:
+            await self.waiter
+
+
+async def relay(
+    outputs: AsyncIterator[Any],
+    to_response: Callable[[Any], Response],
+    deliver: Callable[[Response, OnSent], None],
+    loop: asyncio.AbstractEventLoop,
+) -> Response | None:
+    """Delivers each intermediate output's response once the previous one was handed over; returns the
+    finished output's response (None if the outputs end unfinished), for the caller to send as the final
+    response after them. Reads `outputs` to its end: a generator left open would be aborted later."""
+    handover = Handover(loop)
+    final = None
+    async for output in outputs:
+        response = to_response(output)
+        if output.finished:
+            final = response
+            continue
+        await handover.wait()
+        deliver(response, handover.start())
+    return final

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 from vllm.logprobs import Logprob
@@ -18,7 +18,7 @@ from vllm.sampling_params import RequestOutputKind
 from vllm.v1.engine.output_processor import RequestOutputCollector
 
 from vllm_backend.outputs import OutputOptions, ResponseArrays
-from vllm_backend.relay import relay, settler
+from vllm_backend.relay import Handover, relay
 
 ALL = {
     "return_finish_reason": True,
@@ -59,17 +59,17 @@ class SlowSender:
 
     def __init__(self) -> None:
         self.responses: list[dict[str, np.ndarray]] = []
-        self.pending: asyncio.Future | None = None
+        self.on_sent: Callable[[], None] | None = None
 
-    def deliver(self, response: dict[str, np.ndarray]) -> asyncio.Future:
-        assert self.pending is None or self.pending.done(), "two responses of one request in flight"
+    def deliver(self, response: dict[str, np.ndarray], on_sent: Callable[[], None]) -> None:
+        assert self.on_sent is None, "two responses of one request in flight"
         self.responses.append(response)
-        self.pending = asyncio.get_running_loop().create_future()
-        return self.pending
+        self.on_sent = on_sent
 
     def hand_over(self) -> None:
-        assert self.pending is not None
-        self.pending.set_result(None)
+        assert self.on_sent is not None
+        on_sent, self.on_sent = self.on_sent, None
+        on_sent()
 
 
 async def settle() -> None:
@@ -84,31 +84,35 @@ def texts(response: dict[str, np.ndarray]) -> list[str]:
 async def test_outputs_merge_while_the_response_is_in_flight_and_the_final_one_comes_last() -> None:
     engine, sender = Engine(), SlowSender()
     arrays = ResponseArrays(OutputOptions.from_flags(1, "", ALL))
-    task = asyncio.ensure_future(relay(engine.generate(), arrays, sender.deliver))
+    task = asyncio.ensure_future(relay(engine.generate(), arrays, sender.deliver, asyncio.get_running_loop()))
     engine.collector.put(step(token(0, "A", 10, -0.5)))
     await settle()
     assert [texts(r) for r in sender.responses] == [["A"]]  # the first token never waits
-    for text, token_id, cumulative in (("B", 11, -1.0), ("C", 12, -1.5), ("D", 13, -2.5)):
-        engine.collector.put(step(token(0, text, token_id, cumulative)))
+    engine.collector.put(step(token(0, "B", 11, -1.0)))  # pulled, then held: "A" is still in flight
     await settle()
-    assert len(sender.responses) == 1  # nothing pulled while the first response is in flight
+    for text, token_id, cumulative in (("C", 12, -1.5), ("D", 13, -2.0), ("E", 14, -2.5)):
+        engine.collector.put(step(token(0, text, token_id, cumulative)))  # one engine step each
+        await settle()
+    assert len(sender.responses) == 1  # nothing more pulled while a response is in flight
     sender.hand_over()
     await settle()
-    merged = sender.responses[1]
-    assert texts(merged) == ["BCD"]
+    assert texts(sender.responses[1]) == ["B"]
+    sender.hand_over()
+    await settle()
+    merged = sender.responses[2]  # what the engine produced meanwhile, merged by vLLM's collector
+    assert texts(merged) == ["CDE"]
     assert merged["num_output_tokens"].tolist() == [3]
     assert merged["cumulative_logprob"].tolist() == [-2.5]
     assert merged["finish_reason"].tolist() == [b"None"]
     [entries] = [json.loads(lp) for lp in merged["logprobs"]]
-    assert [list(entry)[0] for entry in entries] == ["11", "12", "13"]  # one entry per token, sampled first
-    engine.collector.put(step(token(0, "E", 14, -3.0)))
-    engine.collector.put(step(token(0, "F", 15, -3.5, "length"), finished=True))
+    assert [list(entry)[0] for entry in entries] == ["12", "13", "14"]  # one entry per token, sampled first
+    engine.collector.put(step(token(0, "F", 15, -3.0)))
+    engine.collector.put(step(token(0, "G", 16, -3.5, "length"), finished=True))
     await settle()
-    assert not task.done()  # the final output waits for the response in flight too
-    sender.hand_over()
+    # The final response is the caller's: queued behind the response still in flight, it goes out last.
     final = await task
-    assert len(sender.responses) == 2  # the final response is the caller's, sent after everything else
-    assert texts(final) == ["EF"]
+    assert len(sender.responses) == 3 and sender.on_sent is not None
+    assert texts(final) == ["FG"]
     assert final["finish_reason"].tolist() == [b"length"]
     assert final["num_output_tokens"].tolist() == [2]
     assert len(json.loads(final["logprobs"][0])) == 2
@@ -118,10 +122,12 @@ async def test_an_idle_sender_gets_every_token_alone() -> None:
     engine = Engine()
     sent: list[dict[str, np.ndarray]] = []
 
-    async def deliver(response: dict[str, np.ndarray]) -> None:
+    def deliver(response: dict[str, np.ndarray], on_sent: Callable[[], None]) -> None:
         sent.append(response)
+        on_sent()  # handed over before the next token comes
 
-    task = asyncio.ensure_future(relay(engine.generate(), ResponseArrays(OutputOptions(n=1)), deliver))
+    arrays = ResponseArrays(OutputOptions(n=1))
+    task = asyncio.ensure_future(relay(engine.generate(), arrays, deliver, asyncio.get_running_loop()))
     for text in "abc":
         engine.collector.put(step(token(0, text, 1)))
         await settle()
@@ -135,14 +141,14 @@ async def test_n_sequences_merge_by_index_and_sparse_counts_come_with_the_final_
     engine, sender = Engine(), SlowSender()
     sparse = {**ALL, "sparse_outputs": True}
     arrays = ResponseArrays(OutputOptions.from_flags(2, "", sparse))
-    task = asyncio.ensure_future(relay(engine.generate(), arrays, sender.deliver))
+    task = asyncio.ensure_future(relay(engine.generate(), arrays, sender.deliver, asyncio.get_running_loop()))
     # n > 1: vLLM sends each sequence's tokens in outputs of their own, in any order.
     engine.collector.put(step(token(1, "x", 20, -0.1)))
     await settle()
     engine.collector.put(step(token(0, "a", 10, -0.2)))
     engine.collector.put(step(token(1, "y", 21, -0.3, "stop")))  # sequence 1 finishes early
     engine.collector.put(step(token(0, "b", 11, -0.4)))
-    await settle()
+    await settle()  # the three merged, pulled and held behind the first response
     sender.hand_over()
     await settle()
     first, merged = sender.responses
@@ -165,21 +171,36 @@ async def test_outputs_that_end_unfinished_leave_no_final_response() -> None:
     async def outputs():
         yield step(token(0, "a", 1))
 
-    async def deliver(response: Any) -> None:
+    def deliver(response: Any, on_sent: Callable[[], None]) -> None:
         return None
 
-    assert await relay(outputs(), ResponseArrays(OutputOptions(n=1)), deliver) is None
-
-
-async def test_settler_resolves_the_future_from_another_thread_and_tolerates_the_rest() -> None:
     loop = asyncio.get_running_loop()
-    future = loop.create_future()
-    threading.Thread(target=settler(loop, future)).start()
-    assert await asyncio.wait_for(future, timeout=5) is None
-    cancelled = loop.create_future()
-    cancelled.cancel()
-    settler(loop, cancelled)()  # a request cancelled meanwhile
+    assert await relay(outputs(), ResponseArrays(OutputOptions(n=1)), deliver, loop) is None
+
+
+async def test_a_handover_wakes_the_waiting_loop_from_the_sender_thread_only_when_it_waits() -> None:
+    loop = asyncio.get_running_loop()
+    handover = Handover(loop)
+    await asyncio.wait_for(handover.wait(), timeout=1)  # nothing in flight
+    on_sent = handover.start()
+    on_sent()  # sent before anybody waited: no future, no wake-up
+    assert handover.waiter is None
+    await asyncio.wait_for(handover.wait(), timeout=1)
+    on_sent = handover.start()
+    waiting = asyncio.ensure_future(handover.wait())
+    await settle()
+    assert not waiting.done()
+    threading.Timer(0.05, on_sent).start()
+    await asyncio.wait_for(waiting, timeout=5)
+    waiting = asyncio.ensure_future(handover.start() and handover.wait())
+    await settle()
+    waiting.cancel()  # a request cancelled while it waits: the sender's later mark is harmless
+    await settle()
+    handover._mark_sent()
     await settle()
     closed = asyncio.new_event_loop()
     closed.close()
-    settler(closed, closed.create_future())()  # an unloaded model's loop: no error
+    late = Handover(closed)
+    late.start()
+    late.waiter = closed.create_future()
+    late._mark_sent()  # an unloaded model's loop: no error
