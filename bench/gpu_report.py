@@ -101,6 +101,8 @@ def ratio_rows(runs: list[dict[str, Any]], engine: dict[str, Any] | None) -> lis
                 "A/C TTFT p50": _paired(runs, "A", "C", backend, c, _field("p50_ttft_ms")),
                 "A/C ITL p50": _paired(runs, "A", "C", backend, c, _field("p50_itl_ms")),
                 "A/C ITL p99": _paired(runs, "A", "C", backend, c, _field("p99_itl_ms")),
+                # Per token rather than per chunk: at one stream chunks arrive in bursts and ITL p50 nears zero.
+                "A/C TPOT p50": _paired(runs, "A", "C", backend, c, _field("p50_tpot_ms")),
                 "A path ceiling": _median_of(runs, "A", backend, c, _path_value),
                 "C API server ceiling": _median_of(runs, "C", backend, c, _path_value),
                 "A busiest stage/C API server µs": _paired(runs, "A", "C", backend, c, _busiest_stage_us),
@@ -160,7 +162,10 @@ def _cpu_table(runs: list[dict[str, Any]]) -> str:
         "CPU µs per output token by process (user + system, psutil; warm-ups counted as producing as many tokens as "
         "the others); in parentheses, how many processes of a stage were busy. `triton` is tritonserver itself, "
         "`stub` its Python-backend process (our backend with vLLM's AsyncLLM front end), `engine` vLLM's engine "
-        "core, `client` the load generator.\n\n" + _table(["system", "endpoint", "c", "round", *CPU_KINDS], rows) + "\n"
+        "core and worker, `client` the load generator (its whole process, start-up and dataset included, so an upper "
+        "bound that matters at small prompt counts).\n\n"
+        + _table(["system", "endpoint", "c", "round", *CPU_KINDS], rows)
+        + "\n"
     )
 
 
