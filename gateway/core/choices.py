@@ -54,7 +54,7 @@ class ChoiceAccumulator:
                 self._parts[i].append(text)
             if reason is not None:
                 self.finish_reasons[i] = reason
-            if text or reason is not None:
+            if text or reason is not None or positions:  # a token may decode to no text yet
                 deltas.append(ChoiceDelta(i, text, reason, positions))
         return deltas
 

@@ -118,3 +118,12 @@ def test_token_counts_held_to_the_end_unless_usage_is_wanted_in_every_chunk() ->
     continuous = _request(stream=True, stream_options={"include_usage": True, "continuous_usage_stats": True})
     [counted] = to_generate_requests(continuous, "m", "x")
     assert not counted.sparse_outputs
+
+
+def test_a_token_without_text_keeps_its_logprob_position() -> None:
+    """A token that decodes to no text yet (part of a multi-byte character) still has a logprob."""
+    acc = ChoiceAccumulator(1, top_logprobs=0)
+    entry = '[{"7": {"logprob": -0.5, "rank": 1, "decoded_token": ""}}]'
+    [delta] = acc.add(GenerateChunk([""], ["None"], 1, [1], logprobs=[entry]))
+    assert delta.text == "" and len(delta.logprobs) == 1
+    assert len(acc.logprobs[0]) == 1
