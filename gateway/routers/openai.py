@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, Protocol
 
 import orjson
@@ -120,7 +120,20 @@ class Generation:
         except BaseException:
             await chunks.aclose()
             raise
-        return EventStreamResponse(self._events(first, chunks), headers=_SSE_HEADERS, on_close=self.slot.hand_over())
+        events = self._events(first, chunks)
+        return EventStreamResponse(events, headers=_SSE_HEADERS, on_close=self._closer(events))
+
+    def _closer(self, events: AsyncIterator[bytes]) -> Callable[[], Awaitable[None]]:
+        """What runs when the response ends, however it ends. A stream cut short by its client is closed here
+        and not when it is collected: its Triton request is cancelled and its tokens counted, then the slot
+        is freed."""
+        release = self.slot.hand_over()
+
+        async def close() -> None:
+            await events.aclose()  # type: ignore[attr-defined]
+            await release()
+
+        return close
 
     def _frames(self, item: tuple[int, GenerateChunk]) -> bytes:
         """The events of one backend response, framed and joined: one write, whatever the choices. The last
