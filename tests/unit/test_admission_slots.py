@@ -14,6 +14,7 @@ from gateway.admission.keys import ApiKey, digest
 from gateway.admission.limiter import KeyLimiter
 from gateway.admission.slots import GlobalSlots
 from gateway.errors import OpenAIError
+from localstack.net import free_port
 
 
 def _metrics() -> AdmissionMetrics:
@@ -130,3 +131,19 @@ async def test_a_handed_over_slot_stays_held_until_released(limiter: KeyLimiter)
     await close()  # idempotent
     assert admission.global_slots.in_flight == 0
     assert metrics.rejections.labels("queue_full", "none")._value.get() == 1
+
+
+async def test_an_unreachable_redis_refuses_keyed_generations_with_503() -> None:
+    metrics = _metrics()
+    limiter = KeyLimiter(f"redis://127.0.0.1:{free_port()}/0", lease_s=60)  # nothing listens there
+    admission = Admission(limiter, GlobalSlots(None, 0, 1.0, metrics), metrics)
+    try:
+        with pytest.raises(OpenAIError) as refused:
+            async with admission.slot(Caller(_key("k", rpm=5)), "m"):
+                pass
+        assert refused.value.status == 503 and refused.value.headers["Retry-After"] == "1"
+        assert metrics.rejections.labels("unavailable", "k")._value.get() == 1
+        async with admission.slot(Caller(None), "m"):  # without a key, Redis is not needed
+            pass
+    finally:
+        await limiter.close()
