@@ -1,10 +1,13 @@
-"""Admission's shells without a gateway: the global queue, and per-key counters in memory and in a real Redis."""
+"""Admission's shells without a gateway: the global queue, per-key counters in memory and in a real Redis, and
+shedding on the waiting count read from a metrics endpoint."""
 
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from prometheus_client import CollectorRegistry
@@ -12,8 +15,9 @@ from prometheus_client import CollectorRegistry
 from gateway.admission import Admission, AdmissionMetrics, Caller
 from gateway.admission.keys import ApiKey, digest
 from gateway.admission.limiter import KeyLimiter
-from gateway.admission.slots import GlobalSlots
+from gateway.admission.slots import EngineQueues, GlobalSlots
 from gateway.errors import OpenAIError
+from gateway.observability.federation import TritonMetricsFederation
 from localstack.net import free_port
 
 
@@ -147,3 +151,62 @@ async def test_an_unreachable_redis_refuses_keyed_generations_with_503() -> None
             pass
     finally:
         await limiter.close()
+
+
+WAITING = """# TYPE vllm:num_requests_waiting gauge
+vllm:num_requests_waiting{model="busy",version="1"} 6
+vllm:num_requests_waiting{model="calm",version="1"} 0
+"""
+
+
+@pytest.fixture
+def metrics_server() -> Iterator[str]:
+    """A Triton-like metrics endpoint on a free port (plain HTTP in a thread)."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = WAITING.encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}/metrics"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+async def test_shedding_refuses_the_model_whose_engines_have_too_many_waiting(metrics_server: str) -> None:
+    metrics = _metrics()
+    federation = TritonMetricsFederation([metrics_server], timeout_s=2)
+    queues = EngineQueues(federation, refresh_s=0.05)
+    stop = asyncio.Event()
+    scraper = asyncio.ensure_future(queues.run(stop))
+    limiter = KeyLimiter(None, lease_s=60)
+    admission = Admission(limiter, GlobalSlots(None, 0, 1.0, metrics), metrics, queues, shed_waiting_above=5)
+    try:
+        for _ in range(100):
+            if queues.waiting:
+                break
+            await asyncio.sleep(0.02)
+        assert queues.waiting == {"busy": 6.0, "calm": 0.0}
+        with pytest.raises(OpenAIError) as shed:
+            async with admission.slot(Caller(None), "busy"):
+                pass
+        assert shed.value.status == 503 and shed.value.headers["Retry-After"] == "1"
+        async with admission.slot(Caller(None), "calm"):
+            pass
+        assert metrics.rejections.labels("shed", "none")._value.get() == 1
+    finally:
+        stop.set()
+        await scraper
+        await federation.close()
