@@ -193,8 +193,12 @@ class Admission:
         return Slot(self, key, lease_id, holds_parallel)
 
     async def _drop_parallel(self, key: ApiKey | None, lease_id: str, holds_parallel: bool) -> None:
-        if key is not None and holds_parallel:
+        if key is None or not holds_parallel:
+            return
+        try:
             await asyncio.shield(self.limiter.parallel.release(key.name, lease_id))
+        except RedisError:
+            log.exception("the rate-limit storage failed; a parallel lease of %s expires by itself", key.name)
 
     async def _admit_key(self, caller: Caller, key: ApiKey, lease_id: str) -> bool:
         """Applies the key's limits; True when it holds a parallel lease (to release with the slot)."""
