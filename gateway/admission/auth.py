@@ -78,8 +78,11 @@ class KeyStore:
         """Re-reads the file after any change in its folder (editors and Kubernetes replace files by renaming)."""
         if self.path is None:
             return
-        async for _ in watchfiles.awatch(self.path.parent, debounce=200, stop_event=stop, recursive=False):
-            self.reload()
+        try:
+            async for _ in watchfiles.awatch(self.path.parent, debounce=200, stop_event=stop, recursive=False):
+                self.reload()
+        except Exception:
+            log.exception("stopped watching the keys file %s; the keys in force stay", self.path)
 
 
 def _bearer(scope: Scope) -> str | None:

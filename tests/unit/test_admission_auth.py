@@ -11,6 +11,7 @@ import pytest
 from fastapi.routing import APIRoute
 from fastapi.testclient import TestClient
 
+from gateway.admission import KeyStore
 from gateway.app import create_app
 from gateway.settings import Settings
 from localstack.net import free_port
@@ -94,3 +95,15 @@ def test_a_bad_keys_file_stops_the_start(tmp_path: Path) -> None:
     keys.write_text('{"name": "a"}\n')
     with pytest.raises(ValueError, match="line 1"):
         create_app(Settings(api_keys_file=str(keys)))
+
+
+def test_a_keys_file_that_no_longer_parses_keeps_the_keys_in_force(tmp_path: Path) -> None:
+    keys = tmp_path / "keys.jsonl"
+    keys.write_text('{"name": "a", "key": "sk-a"}\n')
+    store = KeyStore(None, str(keys))
+    keys.write_text('{"name": "a", "key": "sk-a"}\n{"name": "b"}\n')
+    assert not store.reload()
+    assert store.table.lookup("sk-a").name == "a"
+    keys.write_text('{"name": "b", "key": "sk-b"}\n')
+    assert store.reload() and not store.reload()  # read again only when it changed
+    assert store.table.lookup("sk-a") is None and store.table.lookup("sk-b").name == "b"
