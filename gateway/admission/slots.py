@@ -119,6 +119,11 @@ class Slot:
         self.handed_over = False
         self._released = False
 
+    @property
+    def counts_tokens(self) -> bool:
+        """Whether the generation's tokens count against a limit (and so must be known however it ends)."""
+        return self.key is not None and self.key.tpm is not None
+
     def count(self, tokens: int) -> None:
         self.tokens = tokens
 

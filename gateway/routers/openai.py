@@ -6,6 +6,7 @@ import asyncio
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import replace
 from typing import Any, Protocol
 
 import orjson
@@ -64,6 +65,8 @@ class Generation:
     ) -> None:
         self.client = client
         self.slot = slot
+        if slot.counts_tokens:  # every response carries counts, so that a stream cut short is counted too
+            upstreams = [replace(upstream, sparse_outputs=False) for upstream in upstreams]
         self.upstreams = upstreams
         self.render = render
         self.body = body

@@ -116,6 +116,10 @@ def _stream_usage(url: str, key: str, model: str, max_tokens: int) -> dict:
     return json.loads(events[-2])["usage"]
 
 
+def _key_tokens(url: str, name: str) -> float:
+    return sample_value(httpx.get(f"{url}/metrics").text, "gateway_key_tokens_total", key=name) or 0.0
+
+
 def _assert_error(response: httpx.Response, status: int, code: str) -> dict:
     assert response.status_code == status, response.text
     error = response.json()["error"]
@@ -197,8 +201,13 @@ def test_tokens_per_minute_count_a_streamed_requests_usage(keyed: str, model: st
     after = _complete(keyed, "sk-tpm", model)
     assert after.status_code == 200
     assert int(after.headers["x-ratelimit-remaining-tokens"]) == 10000 - usage["total_tokens"]
-    counted = sample_value(httpx.get(f"{keyed}/metrics").text, "gateway_key_tokens_total", key="tpm")
+    counted = _key_tokens(keyed, "tpm")
     assert counted == usage["total_tokens"] + after.json()["usage"]["total_tokens"]
+
+    # A stream cut short counts what it generated until then.
+    with _open_stream(keyed, "sk-tpm", model):
+        pass
+    assert wait_until(lambda: _key_tokens(keyed, "tpm") > counted, 60, 0.2)
 
     assert _stream_usage(keyed, "sk-tpm-small", model, max_tokens=40)["total_tokens"] > 30
     refused = _complete(keyed, "sk-tpm-small", model)
