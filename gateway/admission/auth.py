@@ -3,7 +3,7 @@
 `/health/*` is always open; `/metrics` is open unless GATEWAY_METRICS_API_KEY is set, and then takes that key
 only. Everything else needs a configured key once any is configured. The key's name goes into the request's
 log record and the request's `Caller`, which admission fills with the `x-ratelimit-*` headers that this
-middleware adds to the response, whatever its status.
+middleware adds to the response, whatever its status (read from the counters when admission did not see it).
 """
 
 from __future__ import annotations
@@ -135,7 +135,9 @@ class AuthMiddleware:
             record.key = key.name
 
         async def send_with_limits(message: Message) -> None:
-            if message["type"] == "http.response.start" and caller.response_headers:
+            if message["type"] == "http.response.start" and key is not None and key.has_rate_limits:
+                if not caller.response_headers:  # a response that admission did not see
+                    caller.response_headers.update(await scope["app"].state.admission.current_headers(key))
                 extra = [(k.encode(), v.encode()) for k, v in caller.response_headers.items()]
                 message["headers"] = [*message.get("headers", ()), *extra]
             await send(message)

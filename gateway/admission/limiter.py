@@ -118,6 +118,11 @@ class KeyLimiter:
                 return RateCheck("tokens", requests, tokens)
         return RateCheck(None, requests, tokens)
 
+    async def windows(self, key: ApiKey) -> tuple[Window | None, Window | None]:
+        """The key's requests and tokens windows as they stand, counting nothing."""
+        requests = None if key.rpm is None else await self._window(_requests_item(key.rpm), key.name)
+        return requests, await self._token_window(key)
+
     async def _token_window(self, key: ApiKey) -> Window | None:
         return None if key.tpm is None else await self._window(_tokens_item(key.tpm), key.name)
 

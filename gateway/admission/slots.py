@@ -226,6 +226,14 @@ class Admission:
             raise self._refuse(caller, "rate_limit", error)
         return True
 
+    async def current_headers(self, key: ApiKey) -> dict[str, str]:
+        """The x-ratelimit headers of a key's response that did not go through admission (a 404, /v1/models)."""
+        try:
+            requests, tokens = await self.limiter.windows(key)
+        except RedisError:
+            return {}
+        return ratelimit_headers(requests, tokens, time.time())
+
     async def release_key(self, key: ApiKey, lease_id: str, holds_parallel: bool, tokens: int) -> None:
         try:
             if holds_parallel:

@@ -148,6 +148,9 @@ def test_a_good_key_streams_and_completes_with_ratelimit_headers(keyed: str, mod
     assert int(limited.headers["x-ratelimit-remaining-requests"]) < 1000
     assert limited.headers["x-ratelimit-limit-tokens"] == "1000000"
     assert limited.headers["x-ratelimit-reset-requests"].endswith("s")
+    listing = httpx.get(f"{keyed}/v1/models", headers=_auth("sk-limited"))
+    for other in (listing, _complete(keyed, "sk-limited", "nope")):  # not only generations
+        assert other.headers["x-ratelimit-limit-requests"] == "1000", other.headers
     body = {"model": model, "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 3, "stream": True}
     with httpx.stream("POST", f"{keyed}/v1/chat/completions", json=body, headers=_auth("sk-limited")) as reply:
         assert reply.status_code == 200 and reply.headers["x-ratelimit-limit-requests"] == "1000"

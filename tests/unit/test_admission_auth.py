@@ -107,3 +107,16 @@ def test_a_keys_file_that_no_longer_parses_keeps_the_keys_in_force(tmp_path: Pat
     keys.write_text('{"name": "b", "key": "sk-b"}\n')
     assert store.reload() and not store.reload()  # read again only when it changed
     assert store.table.lookup("sk-a") is None and store.table.lookup("sk-b").name == "b"
+
+
+def test_responses_admission_did_not_see_carry_the_keys_ratelimit_headers(tmp_path: Path) -> None:
+    keys = tmp_path / "keys.jsonl"
+    keys.write_text('{"name": "a", "key": "sk-a", "rpm": 7, "tpm": 70}\n{"name": "b", "key": "sk-b"}\n')
+    for client in _client(api_keys_file=str(keys)):
+        invalid = client.post("/v1/completions", headers={"Authorization": "Bearer sk-a"}, json={"prompt": "x"})
+        assert invalid.status_code == 400
+        assert invalid.headers["x-ratelimit-limit-requests"] == "7"
+        assert invalid.headers["x-ratelimit-remaining-requests"] == "7"  # nothing was counted
+        assert invalid.headers["x-ratelimit-limit-tokens"] == "70"
+        unlimited = client.post("/v1/completions", headers={"Authorization": "Bearer sk-b"}, json={"prompt": "x"})
+        assert not any(name.startswith("x-ratelimit") for name in unlimited.headers)
