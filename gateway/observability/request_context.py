@@ -17,7 +17,7 @@ import orjson
 from pydantic import BaseModel
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from gateway.errors import OpenAIError
+from gateway.errors import OpenAIError, send_error
 
 REQUEST_ID_HEADER = b"x-request-id"
 _VALID_ID = re.compile(r"^[A-Za-z0-9._:\-]{1,128}$")
@@ -43,6 +43,7 @@ class RequestRecord:
     completion_tokens: int | None = None
     ttft_s: float | None = None
     duration_s: float | None = None
+    key: str | None = None  # the API key's name, never the key
     client_disconnected: bool = False
     error_type: str | None = None
     prompt: Any = None
@@ -101,22 +102,11 @@ class RequestContextMiddleware:
         try:
             length = _header(scope, b"content-length")
             if length is not None and length.isdigit() and int(length) > self.max_body_bytes:
-                await self._reject_too_large(send_with_id)
+                too_large = OpenAIError(413, f"The request body is larger than {self.max_body_bytes} bytes.")
+                await send_error(send_with_id, too_large)
                 return
             await self.app(scope, receive, send_with_id)
         finally:
             record.duration_s = round(time.perf_counter() - record.started, 6)
             if not scope["path"].startswith(_QUIET_PATHS):
                 log.info(orjson.dumps(record.log_fields(self.log_content), default=_json_default).decode())
-
-    async def _reject_too_large(self, send: Send) -> None:
-        error = OpenAIError(413, f"The request body is larger than {self.max_body_bytes} bytes.")
-        body = orjson.dumps(error.body())
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 413,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
-            }
-        )
-        await send({"type": "http.response.body", "body": body})
