@@ -31,6 +31,7 @@ class OpenAIError(Exception):
         type: str | None = None,
         param: str | None = None,
         code: str | None = None,
+        headers: dict[str, str] | None = None,
     ) -> None:
         super().__init__(message)
         self.status = status
@@ -38,6 +39,7 @@ class OpenAIError(Exception):
         self.type = type or _TYPES.get(status, "server_error" if status >= 500 else "invalid_request_error")
         self.param = param
         self.code = code
+        self.headers = headers  # e.g. Retry-After on a 503
 
     def body(self) -> dict:
         return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
@@ -66,7 +68,7 @@ def _validation_message(exc: RequestValidationError) -> tuple[str, str | None]:
 
 def install_error_handlers(app: FastAPI) -> None:
     async def openai_error(_: Request, exc: OpenAIError) -> ORJSONResponse:
-        return ORJSONResponse(exc.body(), status_code=exc.status)
+        return ORJSONResponse(exc.body(), status_code=exc.status, headers=exc.headers)
 
     async def validation_error(_: Request, exc: RequestValidationError) -> ORJSONResponse:
         message, param = _validation_message(exc)

@@ -61,6 +61,12 @@ async def check_readiness(
         models.update({name: "ENGINE_UNHEALTHY" for name in unhealthy})
         reason = f"engine unhealthy: {', '.join(unhealthy)}"
         return Readiness(False, {"status": "unavailable", "reason": reason, "models": models})
+    # Requests to a model whose circuit breaker is open fail fast until its cool-down ends.
+    broken = [name for name in client.breakers.open_models() if name in models]
+    if broken:
+        models.update({name: "BREAKER_OPEN" for name in broken})
+        reason = f"circuit breaker open: {', '.join(broken)}"
+        return Readiness(False, {"status": "unavailable", "reason": reason, "models": models})
     return Readiness(True, {"status": "ok", "models": models})
 
 
