@@ -1,14 +1,17 @@
 """Deadlines, caps, gRPC status codes and the circuit breaker, on the fast stack, with a gateway that reaches
-Triton through a proxy the tests can stall or cut."""
+Triton through a proxy the tests can stall or cut. The engine's own stalls are made by stopping its process
+(SIGSTOP, then SIGCONT): the fast model would otherwise finish a long request before its cancel arrived."""
 
 from __future__ import annotations
 
 import json
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import httpx
+import psutil
 import pytest
 
 from localstack.net import free_port, http_ok
@@ -84,19 +87,41 @@ def _assert_cancelled_in_the_engine(gw: Gateway, finished_before: float) -> None
     assert _finished(gw) == finished_before, "the request ran to its end: it was not cancelled"
 
 
+def _suspend_engines(stack: LocalStack) -> list[psutil.Process]:
+    """vLLM's engine stops stepping (SIGSTOP), as a stuck engine would. What is asked of it until it resumes,
+    an abort included, waits in its queue."""
+    engines = stack.engine_processes()
+    assert engines, "no engine process found"
+    for process in engines:
+        process.suspend()
+    return engines
+
+
+def _resume(engines: list[psutil.Process]) -> None:
+    for process in engines:
+        process.resume()
+
+
+@contextmanager
+def engine_stopped(stack: LocalStack) -> Iterator[None]:
+    engines = _suspend_engines(stack)
+    try:
+        yield
+    finally:
+        _resume(engines)
+
+
 def test_a_stall_after_the_first_byte_ends_the_stream_with_an_error_event_and_cancels(gateway: Gateway) -> None:
     gw = gateway
     finished_before = _finished(gw)
     events: list[str] = []
-    try:
-        with httpx.stream("POST", f"{gw.url}/v1/completions", json=_long_completion(gw.model, True), timeout=30) as r:
-            assert r.status_code == 200
-            lines = (line for line in r.iter_lines() if line)
-            events.append(next(lines))
-            gw.proxy.pause()  # Triton's responses stop arriving; the connection stays up
-            events.extend(lines)
-    finally:
-        gw.proxy.forward()  # the cancel reaches Triton once bytes flow again
+    with httpx.stream("POST", f"{gw.url}/v1/completions", json=_long_completion(gw.model, True), timeout=30) as r:
+        assert r.status_code == 200
+        lines = (line for line in r.iter_lines() if line)
+        events.append(next(lines))
+        with engine_stopped(gw.stack):
+            events.extend(lines)  # what was already on its way, then the stall
+            time.sleep(1.0)  # the backend looks for cancelled requests twice a second: the abort is queued
     assert events[-1] == "data: [DONE]"
     error = json.loads(events[-2].removeprefix("data: "))["error"]
     assert error["code"] == "stall_timeout" and error["type"] == "timeout", error
@@ -105,22 +130,36 @@ def test_a_stall_after_the_first_byte_ends_the_stream_with_an_error_event_and_ca
     assert gw.metric("gateway_triton_cancellations_total", model=gw.model, reason="deadline") >= 1
 
 
-@pytest.mark.parametrize("stream", [True])
-def test_no_first_response_in_time_is_a_504_before_the_first_byte(gateway: Gateway, stream: bool) -> None:
+def test_no_first_response_in_time_is_a_504_before_the_first_byte(gateway: Gateway) -> None:
     gw = gateway
     finished_before = _finished(gw)
-    gw.proxy.pause()  # the request itself waits in the proxy: Triton sends nothing
-    try:
+    with engine_stopped(gw.stack):
         started = time.monotonic()
-        response = httpx.post(f"{gw.url}/v1/completions", json=_long_completion(gw.model, stream), timeout=30)
+        response = httpx.post(f"{gw.url}/v1/completions", json=_long_completion(gw.model, True), timeout=30)
         took = time.monotonic() - started
-    finally:
-        gw.proxy.forward()
+        time.sleep(1.0)
     assert response.status_code == 504, response.text
     assert response.json()["error"]["code"] == "first_token_timeout"
     assert took < 15  # well before the total deadline (600 s); not a speed check
     _assert_cancelled_in_the_engine(gw, finished_before)
     assert gw.metric("gateway_deadlines_fired_total", model=gw.model, kind="first_token") >= 1
+
+
+def test_a_network_stall_also_ends_the_stream_with_an_error_event(gateway: Gateway) -> None:
+    """Triton's responses stop on the way (the connection stays up): the same deadline ends the stream."""
+    gw = gateway
+    events: list[str] = []
+    try:
+        with httpx.stream("POST", f"{gw.url}/v1/completions", json=_long_completion(gw.model, True), timeout=30) as r:
+            lines = (line for line in r.iter_lines() if line)
+            events.append(next(lines))
+            gw.proxy.pause()
+            events.extend(lines)
+    finally:
+        gw.proxy.forward()  # the cancel reaches Triton once bytes flow again
+    assert events[-1] == "data: [DONE]"
+    assert json.loads(events[-2].removeprefix("data: "))["error"]["code"] == "stall_timeout"
+    assert wait_until(lambda: gw.engine("vllm:num_requests_running") == 0, 10, 0.1)
 
 
 def test_unstreamed_requests_keep_only_the_total_deadline(gateway: Gateway) -> None:
@@ -199,8 +238,14 @@ def test_a_client_disconnect_is_counted_as_a_cancellation(gateway: Gateway) -> N
     gw = gateway
     before = gw.metric("gateway_triton_cancellations_total", model=gw.model, reason="closed")
     finished_before = _finished(gw)
-    with httpx.stream("POST", f"{gw.url}/v1/completions", json=_long_completion(gw.model, True), timeout=30) as r:
-        assert next(line for line in r.iter_lines() if line).startswith("data: {")
+    engines: list[psutil.Process] = []
+    try:
+        with httpx.stream("POST", f"{gw.url}/v1/completions", json=_long_completion(gw.model, True), timeout=30) as r:
+            assert next(line for line in r.iter_lines() if line).startswith("data: {")
+            engines = _suspend_engines(gw.stack)  # the request cannot end by itself before the client leaves
+        time.sleep(1.0)
+    finally:
+        _resume(engines)
     _assert_cancelled_in_the_engine(gw, finished_before)
     assert gw.metric("gateway_triton_cancellations_total", model=gw.model, reason="closed") == before + 1
     assert gw.metric("gateway_triton_streams_total", model=gw.model, code="CANCELLED") >= 1
