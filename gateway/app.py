@@ -13,13 +13,17 @@ from prometheus_client import CollectorRegistry
 from prometheus_fastapi_instrumentator import Instrumentator
 
 from gateway.admission import AdmissionMetrics, AuthMiddleware, KeyStore, build_admission
+from gateway.core.caps import Caps
 from gateway.errors import install_error_handlers
 from gateway.model_map import ModelMap
 from gateway.observability.federation import TritonMetricsFederation
 from gateway.observability.llm_metrics import LLMMetrics
 from gateway.observability.logs import configure_logging
 from gateway.observability.multiprocess import forget_this_worker
+from gateway.observability.upstream_metrics import UpstreamMetrics
 from gateway.observability.request_context import RequestContextMiddleware
+from gateway.resilience.breaker import BreakerBoard
+from gateway.resilience.deadlines import StreamDeadlines
 from gateway.routers import health, metrics, models, openai
 from gateway.settings import Settings, get_settings
 from gateway.triton_client import TritonClient
@@ -37,6 +41,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             settings.triton_grpc_url,
             request_timeout_s=settings.request_timeout_s,
             health_timeout_s=settings.health_timeout_s,
+            deadlines=StreamDeadlines(settings.first_token_timeout_s, settings.stall_timeout_s),
+            breakers=BreakerBoard(settings.breaker_failures, settings.breaker_cooldown_s),
+            metrics=app.state.upstream_metrics,
+            grpc_status_codes=settings.triton_grpc_status_codes,
         )
         app.state.model_map = ModelMap(app.state.triton.repository_index, settings.model_refresh_s)
         app.state.model_map.start()
@@ -67,6 +75,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.llm_metrics = LLMMetrics(app.state.registry)
     app.state.admission_metrics = AdmissionMetrics(app.state.registry)
     app.state.keys = KeyStore(settings.api_keys, settings.api_keys_file)
+    app.state.upstream_metrics = UpstreamMetrics(app.state.registry)
+    app.state.caps = Caps(settings.max_n, settings.max_tokens, settings.max_prompts)
     app.state.readiness = health.ReadinessCache(settings.ready_cache_s)
     Instrumentator(registry=app.state.registry, excluded_handlers=["/metrics"]).instrument(app)
     install_error_handlers(app)

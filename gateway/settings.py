@@ -18,6 +18,38 @@ class Settings(BaseSettings):
     port: int = Field(9000, ge=1, le=65535)
     triton_grpc_url: str = Field("localhost:8001", description="host:port of Triton's gRPC endpoint")
     request_timeout_s: float = Field(600.0, gt=0, description="upper bound for one generation request")
+    first_token_timeout_s: float | None = Field(
+        None,
+        gt=0,
+        description="deadline for a streamed request's first response from Triton (then 504, or an error event); "
+        "off by default: the wait includes the engine's queue, which legitimately grows under load (bound it "
+        "with admission control instead)",
+    )
+    stall_timeout_s: float | None = Field(
+        60.0,
+        gt=0,
+        description="deadline for each next response of a streamed request; a healthy engine sends one every "
+        "few hundred milliseconds even on CPU, so 60 s only catches an upstream that stopped",
+    )
+    triton_grpc_status_codes: bool = Field(
+        True,
+        description="ask Triton (24.08 and later) to end failed streams with a gRPC status code "
+        "(the `triton_grpc_error` header) instead of an error message in the stream",
+    )
+    breaker_failures: int = Field(
+        5, ge=0, description="consecutive UNAVAILABLE errors of a model that open its circuit breaker (0: off)"
+    )
+    breaker_cooldown_s: float = Field(
+        10.0, gt=0, description="how long an open breaker fails requests fast (503) before letting one probe through"
+    )
+    max_n: int | None = Field(128, ge=1, description="largest `n` a request may ask for (then 400)")
+    max_tokens: int | None = Field(
+        None,
+        ge=1,
+        description="largest max_tokens / max_completion_tokens (then 400); also the limit of requests that set "
+        "none; unset: the model's context bounds it",
+    )
+    max_prompts: int | None = Field(128, ge=1, description="most prompts in one completions request (then 400)")
     health_timeout_s: float = Field(2.0, gt=0, description="timeout of one readiness check against Triton")
     model_refresh_s: float = Field(
         2.0,

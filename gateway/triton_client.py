@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
+import math
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 
 import grpc
+from prometheus_client import CollectorRegistry
 from tritonclient.grpc import service_pb2 as pb
 from tritonclient.grpc import service_pb2_grpc as pb_grpc
 
@@ -12,6 +16,9 @@ from gateway.core.triton_codec import decode_response, encode_request
 from gateway.core.upstream import GenerateChunk, GenerateRequest
 from gateway.errors import OpenAIError
 from gateway.model_map import ModelEntry
+from gateway.observability.upstream_metrics import UpstreamMetrics
+from gateway.resilience.breaker import BreakerBoard, CircuitBreaker
+from gateway.resilience.deadlines import DeadlineKind, DeadlineWatch, StreamDeadlines
 
 # Allow large prompts and outputs; Triton's own default limit is far above gRPC's 4 MB.
 _CHANNEL_OPTIONS = [
@@ -30,8 +37,27 @@ _CHANNEL_OPTIONS = [
 _STREAM_INFER = "/inference.GRPCInferenceService/ModelStreamInfer"
 
 
+@dataclass(slots=True)
+class _Outcome:
+    """How one stream ended, for its metrics and its model's circuit breaker."""
+
+    model: str
+    code: str | None = None  # the final gRPC status name; None while open or when the gateway ended it
+    answered: bool = False  # Triton sent at least one response
+    deadline: DeadlineKind | None = None
+    in_stream_error: OpenAIError | None = None
+
+
 class UpstreamError(OpenAIError):
     """Triton refused or failed a request."""
+
+
+# The backend starts the message of every error caused by the request with this.
+_INVALID_REQUEST_PREFIX = "invalid request: "
+
+
+def _without_prefix(details: str) -> str:
+    return details[len(_INVALID_REQUEST_PREFIX) :] if details.startswith(_INVALID_REQUEST_PREFIX) else details
 
 
 def _rpc_error(exc: grpc.aio.AioRpcError) -> OpenAIError:
@@ -40,23 +66,19 @@ def _rpc_error(exc: grpc.aio.AioRpcError) -> OpenAIError:
     if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED):
         return UpstreamError(503, f"Triton is unavailable: {details}")
     if code == grpc.StatusCode.DEADLINE_EXCEEDED:
-        return UpstreamError(504, "The request to Triton timed out.")
+        return UpstreamError(504, "The request to Triton timed out.", code="request_timeout")
     if code == grpc.StatusCode.INVALID_ARGUMENT:
-        return UpstreamError(400, details)
+        return UpstreamError(400, _without_prefix(details))
     if code == grpc.StatusCode.NOT_FOUND:
         return UpstreamError(404, details)
     return UpstreamError(502, f"Triton error: {details}", type="upstream_error")
 
 
-# The backend starts the message of every error caused by the request with this.
-_INVALID_REQUEST_PREFIX = "invalid request: "
-
-
 def stream_error(message: str) -> OpenAIError:
-    """An error sent in the stream. The stream protocol carries no status code, so the
-    backend marks the request's own errors in the message."""
+    """An error sent in the stream, by a Triton that does not end streams with a status code: the backend
+    marks the request's own errors in the message."""
     if message.startswith(_INVALID_REQUEST_PREFIX):
-        return UpstreamError(400, message[len(_INVALID_REQUEST_PREFIX) :])
+        return UpstreamError(400, _without_prefix(message))
     lowered = message.lower()
     if "unavailable" in lowered or "unhealthy" in lowered:
         return UpstreamError(503, message)
@@ -65,11 +87,37 @@ def stream_error(message: str) -> OpenAIError:
     return UpstreamError(502, message, type="upstream_error")
 
 
+_DEADLINE_SETTINGS = {"first_token": "GATEWAY_FIRST_TOKEN_TIMEOUT_S", "stall": "GATEWAY_STALL_TIMEOUT_S"}
+
+
+def deadline_error(kind: DeadlineKind) -> OpenAIError:
+    what = "first response" if kind == "first_token" else "next response"
+    return UpstreamError(
+        504, f"The model sent no {what} in time ({_DEADLINE_SETTINGS[kind]}).", code=f"{kind}_timeout"
+    )
+
+
 class TritonClient:
-    def __init__(self, url: str, request_timeout_s: float, health_timeout_s: float) -> None:
+    def __init__(
+        self,
+        url: str,
+        request_timeout_s: float,
+        health_timeout_s: float,
+        *,
+        deadlines: StreamDeadlines = StreamDeadlines(),
+        breakers: BreakerBoard | None = None,
+        metrics: UpstreamMetrics | None = None,
+        grpc_status_codes: bool = True,
+    ) -> None:
         self.url = url
         self.request_timeout_s = request_timeout_s
         self.health_timeout_s = health_timeout_s
+        self.deadlines = deadlines
+        self.breakers = breakers or BreakerBoard(failures_to_open=0, cooldown_s=0)
+        self.metrics = metrics or UpstreamMetrics(CollectorRegistry())
+        # Triton (24.08 and later) then ends a failed stream with the error's gRPC status code instead of
+        # an error message in the stream; older ones ignore the header.
+        self._metadata = (("triton_grpc_error", "true"),) if grpc_status_codes else None
         self._channel = grpc.aio.insecure_channel(url, options=_CHANNEL_OPTIONS)
         self._stub = pb_grpc.GRPCInferenceServiceStub(self._channel)
         self._stream_infer = self._channel.unary_stream(
@@ -82,24 +130,89 @@ class TritonClient:
     async def close(self) -> None:
         await self._channel.close()
 
+    def _admit(self, model: str) -> CircuitBreaker | None:
+        """The model's breaker, or a 503 at once while it is open."""
+        if not self.breakers.enabled:
+            return None
+        breaker = self.breakers.for_model(model)
+        wait_s = breaker.admit()
+        if wait_s is not None:
+            self.metrics.breaker_rejections.labels(model).inc()
+            raise UpstreamError(
+                503,
+                f"Triton is unavailable for `{model}`: failing fast after repeated errors; retry later.",
+                code="circuit_open",
+                headers={"Retry-After": str(max(1, math.ceil(wait_s)))},
+            )
+        return breaker
+
     async def generate(self, request: GenerateRequest) -> AsyncIterator[GenerateChunk]:
-        """Streams one request's responses. Closing the iterator cancels the request in Triton."""
-        call = self._stream_infer(encode_request(request), timeout=self.request_timeout_s)
-        completed = False
+        """Streams one request's responses. Closing the iterator cancels the request in Triton, and so does
+        a deadline."""
+        breaker = self._admit(request.model)
+        call = self._stream_infer(encode_request(request), timeout=self.request_timeout_s, metadata=self._metadata)
+        watch = None
+        if self.deadlines.enabled and request.stream:  # unstreamed, Triton's only response is the last one
+            watch = DeadlineWatch(self.deadlines, asyncio.get_running_loop(), lambda _kind: call.cancel())
+        outcome = _Outcome(request.model)
         try:
             # Read to the stream's end: Triton closes it after the final response. Cancelling a
             # finished call instead would leave Triton holding the request's state.
             # read() rather than `async for`: one async generator less per message.
             while (response := await call.read()) is not grpc.aio.EOF:
+                if watch is not None:
+                    watch.on_response()
                 if response.error_message:
                     raise stream_error(response.error_message)
+                if not outcome.answered:  # Triton is reachable: a half-open breaker closes without waiting
+                    outcome.answered = True
+                    if breaker is not None:
+                        breaker.record_success()
                 yield decode_response(response.infer_response)
-            completed = True
+            outcome.code = "OK"
         except grpc.aio.AioRpcError as exc:
+            outcome.code = exc.code().name
+            if exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
+                outcome.deadline = "total"
             raise _rpc_error(exc) from None
+        except OpenAIError as exc:  # an error message in the stream
+            outcome.code, outcome.in_stream_error = "UNKNOWN", exc
+            raise
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if watch is not None and watch.fired is not None and (task is None or not task.cancelling()):
+                outcome.deadline = watch.fired
+                raise deadline_error(watch.fired) from None
+            raise
         finally:
-            if not completed:  # an error, or the client went away: stop the request in Triton
-                call.cancel()
+            if watch is not None:
+                watch.stop()
+            if outcome.code is None or outcome.in_stream_error is not None:
+                call.cancel()  # a deadline, an error, or the reader went away: stop the request in Triton
+            self._report(outcome, breaker)
+
+    def _report(self, outcome: _Outcome, breaker: CircuitBreaker | None) -> None:
+        """Once per stream: its status, deadline and cancellation in the metrics, its verdict to the breaker."""
+        m, model = self.metrics, outcome.model
+        m.statuses.labels(model, outcome.code or "CANCELLED").inc()
+        if outcome.deadline is not None:
+            m.deadlines.labels(model, outcome.deadline).inc()
+        if outcome.code is None or outcome.in_stream_error is not None or outcome.deadline is not None:
+            reason = "deadline" if outcome.deadline else "error" if outcome.in_stream_error else "closed"
+            m.cancellations.labels(model, reason).inc()
+        if breaker is None:
+            return
+        unavailable = outcome.code == "UNAVAILABLE" or (
+            outcome.in_stream_error is not None and outcome.in_stream_error.status == 503
+        )
+        if unavailable:
+            breaker.record_unavailable()
+        elif outcome.answered:
+            pass  # its first response closed the breaker already
+        elif outcome.code is not None and outcome.deadline is None:
+            breaker.record_success()  # Triton answered with a status other than UNAVAILABLE
+        else:
+            breaker.record_abandoned()  # no verdict: a deadline, or the reader went away
 
     async def server_ready(self) -> bool:
         try:

@@ -42,6 +42,12 @@ class ReadinessCache:
 async def check_readiness(
     client: TritonClient, model_map: ModelMap, federation: TritonMetricsFederation
 ) -> Readiness:
+    # Requests to a model whose circuit breaker is open fail fast until its cool-down ends: said first, and
+    # without asking a Triton that keeps failing.
+    broken = client.breakers.open_models()
+    if broken:
+        reason = f"circuit breaker open: {', '.join(broken)}"
+        return Readiness(False, {"status": "unavailable", "reason": reason, "breakers_open": broken})
     try:
         entries = await model_map.refresh()
     except OpenAIError:

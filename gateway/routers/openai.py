@@ -15,6 +15,7 @@ from fastapi.responses import ORJSONResponse
 
 from gateway.admission import Admission, Slot, caller_of
 from gateway.core import chat, completions
+from gateway.core.caps import Caps, check_chat, check_completion, with_default_token_limit
 from gateway.core.choices import ChoiceAccumulator, ChoiceDelta, usage
 from gateway.core.tools import ToolCallParser, tool_call_parser
 from gateway.core.upstream import GenerateChunk, GenerateRequest
@@ -207,6 +208,9 @@ async def create_completion(
     client: TritonClient = Depends(triton),
     gate: Admission = Depends(admission),
 ) -> Any:
+    caps: Caps = request.app.state.caps
+    check_completion(body, len(completions.prompts_of(body)), caps)
+    body = with_default_token_limit(body, caps)
     model = await resolve_model(request, body.model)
     upstreams = completions.to_generate_requests(body, model, _request_id(request))
     render = completions.CompletionRender(body, f"cmpl-{uuid.uuid4().hex}", int(time.time()))
@@ -222,6 +226,9 @@ async def create_chat_completion(
     client: TritonClient = Depends(triton),
     gate: Admission = Depends(admission),
 ) -> Any:
+    caps: Caps = request.app.state.caps
+    check_chat(body, caps)
+    body = with_default_token_limit(body, caps)
     model = await resolve_model(request, body.model)
     upstream = chat.to_generate_request(body, model, _request_id(request))
     render = chat.ChatRender(body, f"chatcmpl-{uuid.uuid4().hex}", int(time.time()), _tool_parser(request, model))

@@ -1,0 +1,90 @@
+"""A circuit breaker per model: after N consecutive UNAVAILABLE answers from Triton, fail fast for a cool-down.
+
+Pure: the clock is injected and nothing here does I/O. The Triton client reports each request's outcome and
+asks before each request; readiness reads which breakers are open.
+"""
+
+from __future__ import annotations
+
+import enum
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+
+class BreakerState(enum.Enum):
+    CLOSED = "closed"  # requests go through; UNAVAILABLE answers are counted
+    OPEN = "open"  # requests fail fast until the cool-down ends
+    HALF_OPEN = "half_open"  # one probe request goes through; its outcome closes or reopens the breaker
+
+
+@dataclass
+class CircuitBreaker:
+    failures_to_open: int
+    cooldown_s: float
+    clock: Callable[[], float] = time.monotonic
+    state: BreakerState = BreakerState.CLOSED
+    consecutive_failures: int = 0
+    opened_at: float = 0.0
+    probing: bool = False  # half-open: the probe is in flight
+
+    def admit(self) -> float | None:
+        """None when a request may go to Triton; otherwise the seconds after which to retry."""
+        if self.state is BreakerState.CLOSED:
+            return None
+        if self.state is BreakerState.OPEN:
+            left = self.opened_at + self.cooldown_s - self.clock()
+            if left > 0:
+                return left
+            self.state, self.probing = BreakerState.HALF_OPEN, False
+        if self.probing:  # one probe at a time; the others wait for its verdict
+            return self.cooldown_s
+        self.probing = True
+        return None
+
+    def record_success(self) -> None:
+        """Triton answered (any answer but UNAVAILABLE): it is reachable."""
+        self.state, self.consecutive_failures, self.probing = BreakerState.CLOSED, 0, False
+
+    def record_unavailable(self) -> None:
+        if self.state is BreakerState.HALF_OPEN:
+            self._open()
+            return
+        self.consecutive_failures += 1
+        if self.state is BreakerState.CLOSED and self.consecutive_failures >= self.failures_to_open:
+            self._open()
+
+    def record_abandoned(self) -> None:
+        """A request ended without a verdict (its client left, a deadline fired): a probe slot frees up."""
+        if self.state is BreakerState.HALF_OPEN:
+            self.probing = False
+
+    def is_open(self) -> bool:
+        """Open and still cooling down: requests fail fast."""
+        return self.state is BreakerState.OPEN and self.clock() < self.opened_at + self.cooldown_s
+
+    def _open(self) -> None:
+        self.state, self.opened_at, self.probing = BreakerState.OPEN, self.clock(), False
+
+
+@dataclass
+class BreakerBoard:
+    """One breaker per model, made on first use. `failures_to_open` 0 turns breaking off."""
+
+    failures_to_open: int
+    cooldown_s: float
+    clock: Callable[[], float] = time.monotonic
+    breakers: dict[str, CircuitBreaker] = field(default_factory=dict)
+
+    @property
+    def enabled(self) -> bool:
+        return self.failures_to_open > 0
+
+    def for_model(self, model: str) -> CircuitBreaker:
+        breaker = self.breakers.get(model)
+        if breaker is None:
+            breaker = self.breakers[model] = CircuitBreaker(self.failures_to_open, self.cooldown_s, self.clock)
+        return breaker
+
+    def open_models(self) -> list[str]:
+        return sorted(model for model, breaker in self.breakers.items() if breaker.is_open())

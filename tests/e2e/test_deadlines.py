@@ -1,0 +1,267 @@
+"""Deadlines, caps, gRPC status codes and the circuit breaker, on the fast stack, with a gateway that reaches
+Triton through a proxy the tests can stall or cut. The engine's own stalls are made by stopping its process
+(SIGSTOP, then SIGCONT, within 4 s so that the backend's health check does not find it dead): the fast model
+would otherwise finish a long request before its cancel arrived."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import httpx
+import psutil
+import pytest
+
+from localstack.net import free_port, http_ok
+from localstack.processes import Service, wait_until
+from localstack.stack import LocalStack
+from tests.metrics_text import sample_value
+from tests.tcp_proxy import StallingProxy
+
+STALL_S = 1.5
+FIRST_TOKEN_S = 5.0
+LONG = 2000  # tokens (the fast model's context is 2048): seconds of generation, long past the deadlines
+
+
+@dataclass
+class Gateway:
+    url: str
+    proxy: StallingProxy
+    service: Service
+    stack: LocalStack
+
+    @property
+    def model(self) -> str:
+        return self.stack.config.model_name
+
+    def metric(self, name: str, **labels: str) -> float:
+        return sample_value(httpx.get(f"{self.url}/metrics", timeout=10).text, name, **labels) or 0.0
+
+    def engine(self, name: str) -> float:
+        text = httpx.get(self.stack.triton_metrics_url, timeout=10).text
+        return sample_value(text, name, model=self.model) or 0.0
+
+
+@pytest.fixture(scope="module")
+def gateway(fast_stack: LocalStack) -> Iterator[Gateway]:
+    proxy = StallingProxy("127.0.0.1", fast_stack.config.grpc_port).start()
+    port = free_port()
+    env = {
+        "GATEWAY_TRITON_GRPC_URL": f"127.0.0.1:{proxy.port}",
+        "GATEWAY_STALL_TIMEOUT_S": str(STALL_S),
+        "GATEWAY_FIRST_TOKEN_TIMEOUT_S": str(FIRST_TOKEN_S),
+        "GATEWAY_MAX_N": "2",
+        "GATEWAY_MAX_TOKENS": "4000",
+        "GATEWAY_MAX_PROMPTS": "2",
+        "GATEWAY_BREAKER_FAILURES": "3",
+        "GATEWAY_BREAKER_COOLDOWN_S": "6",
+        "GATEWAY_READY_CACHE_S": "0",
+    }
+    service = fast_stack.gateway_service("gateway-deadlines", port, env)
+    url = f"http://{fast_stack.config.gateway_host}:{port}"
+    try:
+        assert wait_until(lambda: http_ok(f"{url}/health/ready"), 90, 0.5, service), service.log_tail()
+        # A first request warms the engine up, unstreamed so that no stream deadline applies to it.
+        warm_up = {"model": fast_stack.config.model_name, "prompt": "Hi", "max_tokens": 4}
+        httpx.post(f"{url}/v1/completions", json=warm_up, timeout=120).raise_for_status()
+        yield Gateway(url, proxy, service, fast_stack)
+    finally:
+        service.stop()
+        proxy.stop()
+
+
+def _long_completion(model: str, stream: bool) -> dict:
+    return {"model": model, "prompt": "Go on:", "max_tokens": LONG, "ignore_eos": True, "stream": stream}
+
+
+def _finished(gw: Gateway) -> float:
+    """Requests the engine finished (vLLM counts an aborted request in none of its per-request histograms)."""
+    return gw.engine("vllm:e2e_request_latency_seconds_count")
+
+
+def _assert_cancelled_in_the_engine(gw: Gateway, finished_before: float) -> None:
+    """The request left vLLM without finishing: aborted, since its Triton request was cancelled."""
+    assert wait_until(lambda: gw.engine("vllm:num_requests_running") == 0, 10, 0.1), "still running in the engine"
+    settled = gw.engine("vllm:generation_tokens_total")
+    time.sleep(1.5)
+    assert gw.engine("vllm:generation_tokens_total") == settled, "the engine kept generating"
+    assert _finished(gw) == finished_before, "the request ran to its end: it was not cancelled"
+
+
+def _suspend_engines(stack: LocalStack) -> list[psutil.Process]:
+    """vLLM's engine stops stepping (SIGSTOP), as a stuck engine would. What is asked of it until it resumes,
+    an abort included, waits in its queue."""
+    engines = stack.engine_processes()
+    assert engines, "no engine process found"
+    for process in engines:
+        process.suspend()
+    return engines
+
+
+def _resume(engines: list[psutil.Process]) -> None:
+    for process in engines:
+        process.resume()
+
+
+@contextmanager
+def engine_stopped(stack: LocalStack) -> Iterator[None]:
+    engines = _suspend_engines(stack)
+    try:
+        yield
+    finally:
+        _resume(engines)
+
+
+def _stream_with_engine_stalled(gw: Gateway) -> list[str]:
+    """A long stream whose engine stops after its first event, until the stream ends and a little more."""
+    events: list[str] = []
+    with httpx.stream("POST", f"{gw.url}/v1/completions", json=_long_completion(gw.model, True), timeout=30) as r:
+        assert r.status_code == 200
+        lines = (line for line in r.iter_lines() if line)
+        events.append(next(lines))
+        # Stopped for under 4 s in all: the backend's health check would take longer for a dead engine.
+        with engine_stopped(gw.stack):
+            events.extend(lines)  # what was already on its way, then the stall
+            time.sleep(0.7)  # the backend looks for cancelled requests twice a second: the abort is queued
+    return events
+
+
+def test_a_stall_after_the_first_byte_ends_the_stream_with_an_error_event_and_cancels(gateway: Gateway) -> None:
+    gw = gateway
+    for _ in range(3):  # on a loaded machine the engine may finish before it is stopped: then there is no stall
+        finished_before = _finished(gw)
+        events = _stream_with_engine_stalled(gw)
+        assert events[-1] == "data: [DONE]"
+        if '"error"' in events[-2]:
+            break
+    error = json.loads(events[-2].removeprefix("data: "))["error"]
+    assert error["code"] == "stall_timeout" and error["type"] == "timeout", error
+    _assert_cancelled_in_the_engine(gw, finished_before)
+    assert gw.metric("gateway_deadlines_fired_total", model=gw.model, kind="stall") >= 1
+    assert gw.metric("gateway_triton_cancellations_total", model=gw.model, reason="deadline") >= 1
+
+
+def test_no_first_response_in_time_is_a_504_before_the_first_byte(gateway: Gateway) -> None:
+    gw = gateway
+    finished_before = _finished(gw)
+    gw.proxy.pause()  # the request waits in the proxy; it reaches Triton together with its cancel
+    try:
+        started = time.monotonic()
+        response = httpx.post(f"{gw.url}/v1/completions", json=_long_completion(gw.model, True), timeout=30)
+        took = time.monotonic() - started
+    finally:
+        gw.proxy.forward()
+    assert response.status_code == 504, response.text
+    assert response.json()["error"]["code"] == "first_token_timeout"
+    assert took < 15  # well before the total deadline (600 s); not a speed check
+    _assert_cancelled_in_the_engine(gw, finished_before)
+    assert gw.metric("gateway_deadlines_fired_total", model=gw.model, kind="first_token") >= 1
+
+
+def test_a_network_stall_also_ends_the_stream_with_an_error_event(gateway: Gateway) -> None:
+    """Triton's responses stop on the way (the connection stays up): the same deadline ends the stream."""
+    gw = gateway
+    events: list[str] = []
+    try:
+        with httpx.stream("POST", f"{gw.url}/v1/completions", json=_long_completion(gw.model, True), timeout=30) as r:
+            lines = (line for line in r.iter_lines() if line)
+            events.append(next(lines))
+            gw.proxy.pause()
+            events.extend(lines)
+    finally:
+        gw.proxy.forward()  # the cancel reaches Triton once bytes flow again
+    assert events[-1] == "data: [DONE]"
+    assert json.loads(events[-2].removeprefix("data: "))["error"]["code"] == "stall_timeout"
+    assert wait_until(lambda: gw.engine("vllm:num_requests_running") == 0, 10, 0.1)
+
+
+def test_unstreamed_requests_keep_only_the_total_deadline(gateway: Gateway) -> None:
+    """Unstreamed, Triton's only response is the last one: the stall and first-token deadlines do not apply."""
+    gw = gateway
+    body = {"model": gw.model, "prompt": "Go on:", "max_tokens": 64, "ignore_eos": True}
+    gw.proxy.pause()
+    try:
+        with pytest.raises(httpx.ReadTimeout):  # held past both deadlines without an answer
+            httpx.post(f"{gw.url}/v1/completions", json=body, timeout=FIRST_TOKEN_S + STALL_S + 1)
+    finally:
+        gw.proxy.forward()
+    reply = httpx.post(f"{gw.url}/v1/completions", json=body, timeout=60)
+    assert reply.status_code == 200 and reply.json()["usage"]["completion_tokens"] == 64
+
+
+@pytest.mark.parametrize(
+    ("path", "extra", "param"),
+    [
+        ("/v1/completions", {"prompt": "x", "n": 3}, "n"),
+        ("/v1/completions", {"prompt": "x", "max_tokens": 4001}, "max_tokens"),
+        ("/v1/completions", {"prompt": ["a", "b", "c"]}, "prompt"),
+        ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}], "n": 3}, "n"),
+        ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}], "max_completion_tokens": 4001},
+         "max_completion_tokens"),
+    ],
+)  # fmt: skip
+def test_requests_over_the_caps_get_a_400_naming_the_param(gateway: Gateway, path: str, extra: dict, param: str) -> None:
+    response = httpx.post(f"{gateway.url}{path}", json={"model": gateway.model, **extra}, timeout=30)
+    assert response.status_code == 400, response.text
+    error = response.json()["error"]
+    assert error["param"] == param and error["type"] == "invalid_request_error" and param in error["message"]
+
+
+def test_errors_in_the_stream_arrive_as_grpc_status_codes(gateway: Gateway) -> None:
+    """Triton 2.51 honours `triton_grpc_error`: the backend's invalid-argument error ends the stream with
+    INVALID_ARGUMENT (without the header it would come as a message in the stream, counted as UNKNOWN)."""
+    gw = gateway
+    before = gw.metric("gateway_triton_streams_total", model=gw.model, code="INVALID_ARGUMENT")
+    unknown_before = gw.metric("gateway_triton_streams_total", model=gw.model, code="UNKNOWN")
+    body = {"model": gw.model, "prompt": "x " * 5000, "max_tokens": 5}  # longer than the model's context
+    response = httpx.post(f"{gw.url}/v1/completions", json=body, timeout=60)
+    assert response.status_code == 400, response.text
+    assert not response.json()["error"]["message"].startswith("invalid request")
+    assert gw.metric("gateway_triton_streams_total", model=gw.model, code="INVALID_ARGUMENT") == before + 1
+    assert gw.metric("gateway_triton_streams_total", model=gw.model, code="UNKNOWN") == unknown_before
+    assert gw.metric("gateway_triton_streams_total", model=gw.model, code="OK") >= 1
+
+
+def test_repeated_unavailable_opens_the_breaker_then_a_probe_closes_it(gateway: Gateway) -> None:
+    gw = gateway
+    body = {"model": gw.model, "prompt": "x", "max_tokens": 2}
+    gw.proxy.refuse()  # Triton is gone
+    try:
+        statuses = [httpx.post(f"{gw.url}/v1/completions", json=body, timeout=30) for _ in range(4)]
+        assert [r.status_code for r in statuses] == [503] * 4
+        assert all(r.json()["error"]["code"] != "circuit_open" for r in statuses[:3]), "opened too early"
+        failing_fast = statuses[3]
+        assert failing_fast.json()["error"]["code"] == "circuit_open"
+        assert 1 <= int(failing_fast.headers["retry-after"]) <= 6
+        ready = httpx.get(f"{gw.url}/health/ready", timeout=10)
+        assert ready.status_code == 503 and "circuit breaker open" in ready.json()["reason"]
+        assert gw.metric("gateway_triton_streams_total", model=gw.model, code="UNAVAILABLE") >= 3
+        assert gw.metric("gateway_breaker_rejections_total", model=gw.model) >= 1
+    finally:
+        gw.proxy.forward()
+    # After the cool-down one request probes Triton, now reachable again, and closes the breaker.
+    def recovered() -> bool:
+        return httpx.post(f"{gw.url}/v1/completions", json=body, timeout=30).status_code == 200
+
+    assert wait_until(recovered, 30, 0.5), "the breaker did not close again"
+    assert httpx.get(f"{gw.url}/health/ready", timeout=10).status_code == 200
+
+
+def test_a_client_disconnect_is_counted_as_a_cancellation(gateway: Gateway) -> None:
+    gw = gateway
+    before = gw.metric("gateway_triton_cancellations_total", model=gw.model, reason="closed")
+    finished_before = _finished(gw)
+    engines: list[psutil.Process] = []
+    try:
+        with httpx.stream("POST", f"{gw.url}/v1/completions", json=_long_completion(gw.model, True), timeout=30) as r:
+            assert next(line for line in r.iter_lines() if line).startswith("data: {")
+            engines = _suspend_engines(gw.stack)  # the request cannot end by itself before the client leaves
+        time.sleep(0.7)
+    finally:
+        _resume(engines)
+    _assert_cancelled_in_the_engine(gw, finished_before)
+    assert gw.metric("gateway_triton_cancellations_total", model=gw.model, reason="closed") == before + 1
+    assert gw.metric("gateway_triton_streams_total", model=gw.model, code="CANCELLED") >= 1
