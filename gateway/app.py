@@ -10,6 +10,8 @@ from fastapi import FastAPI
 from prometheus_client import CollectorRegistry
 from prometheus_fastapi_instrumentator import Instrumentator
 
+from gateway.drain import Drain, DrainMiddleware, SignalDrain, shutting_down
+from gateway.drain.metrics import DrainMetrics
 from gateway.errors import install_error_handlers
 from gateway.model_map import ModelMap
 from gateway.observability.federation import TritonMetricsFederation
@@ -36,11 +38,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.model_map = ModelMap(app.state.triton.repository_index, settings.model_refresh_s)
         app.state.model_map.start()
         app.state.federation = TritonMetricsFederation(settings.triton_metrics_urls, settings.metrics_timeout_s)
+        signals = SignalDrain(app.state.drain, lambda: app.state.triton.cut_streams(shutting_down()), drain_metrics)
+        signals.install()
         # Everything made at start-up lives as long as the process: leave it out of the collector's scans.
         gc.freeze()
         try:
             yield
         finally:
+            await signals.close()
             await app.state.model_map.stop()
             await app.state.federation.close()
             await app.state.triton.close()
@@ -51,12 +56,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.registry = CollectorRegistry()
     app.state.llm_metrics = LLMMetrics(app.state.registry)
     app.state.readiness = health.ReadinessCache(settings.ready_cache_s)
+    app.state.drain = Drain(settings.drain_timeout_s)
+    drain_metrics = DrainMetrics(app.state.registry)
     Instrumentator(registry=app.state.registry, excluded_handlers=["/metrics"]).instrument(app)
     install_error_handlers(app)
     app.include_router(openai.router)
     app.include_router(models.router)
     app.include_router(health.router)
     app.include_router(metrics.router)
+    app.add_middleware(DrainMiddleware, drain=app.state.drain, on_refused=drain_metrics.refused.inc)
     # Outermost, so the request id and the log line cover every response, errors included.
     app.add_middleware(RequestContextMiddleware, max_body_bytes=settings.max_body_bytes, log_content=settings.log_content)
     return app

@@ -61,6 +61,13 @@ class Settings(BaseSettings):
         "the default reads streams with gRPC's classic poller instead of its event engine: a quarter less CPU "
         "per streamed chunk",
     )
+    # Graceful drain (gateway/drain/).
+    drain_timeout_s: float = Field(
+        30.0,
+        ge=0,
+        description="after SIGTERM, how long generations in flight may run before they are cut with an error "
+        "event; the process exits a few seconds later (keep Kubernetes' grace period above preStop plus this)",
+    )
     log_level: str = "info"
     log_content: bool = Field(False, description="put prompts and outputs in the request logs")
 

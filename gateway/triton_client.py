@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 
 import grpc
@@ -78,14 +79,32 @@ class TritonClient:
             response_deserializer=pb.ModelStreamInferResponse.FromString,
             _registered_method=True,
         )
+        # The drain's cut (gateway/drain/): the streams open now, and the error they end with once cut.
+        self._open_calls: set[grpc.aio.UnaryStreamCall] = set()
+        self._cut_error: OpenAIError | None = None
+
+    def cut_streams(self, error: OpenAIError) -> int:
+        """Ends every open generation with `error`, cancelling its request in Triton; returns how many."""
+        self._cut_error = error
+        calls = list(self._open_calls)
+        for call in calls:
+            call.cancel()
+        return len(calls)
+
+    def _was_cut(self) -> bool:
+        task = asyncio.current_task()
+        return self._cut_error is not None and not (task is not None and task.cancelling())
 
     async def close(self) -> None:
         await self._channel.close()
 
     async def generate(self, request: GenerateRequest) -> AsyncIterator[GenerateChunk]:
         """Streams one request's responses. Closing the iterator cancels the request in Triton."""
+        if self._cut_error is not None:  # past the drain deadline: nothing new starts
+            raise self._cut_error
         call = self._stream_infer(encode_request(request), timeout=self.request_timeout_s)
         completed = False
+        self._open_calls.add(call)
         try:
             # Read to the stream's end: Triton closes it after the final response. Cancelling a
             # finished call instead would leave Triton holding the request's state.
@@ -96,8 +115,13 @@ class TritonClient:
                 yield decode_response(response.infer_response)
             completed = True
         except grpc.aio.AioRpcError as exc:
-            raise _rpc_error(exc) from None
+            raise (self._cut_error if self._was_cut() else _rpc_error(exc)) from None
+        except asyncio.CancelledError:
+            if self._was_cut():  # its call was cancelled, not its task: the readers get the cut's error
+                raise self._cut_error from None
+            raise
         finally:
+            self._open_calls.discard(call)
             if not completed:  # an error, or the client went away: stop the request in Triton
                 call.cancel()
 
