@@ -11,8 +11,10 @@ install:
 
 # MODEL=<a prepared model: smollm2-135m-instruct (default), tiny-random-llama; or a Hugging Face folder>,
 # or MODEL_REPOSITORY=<a Triton model repository, served as it is>.
+# `exec`: Python replaces the recipe's shell, so that on SIGTERM make waits for it to stop the stack (a shell in
+# between dies of the signal at once, and make with it, while the stack is still stopping).
 up: install
-	@GATEWAY_PORT=$(PORT) MODEL="$(MODEL)" MODEL_REPOSITORY="$(MODEL_REPOSITORY)" $(PYTHON) -m localstack.up
+	@exec env GATEWAY_PORT=$(PORT) MODEL="$(MODEL)" MODEL_REPOSITORY="$(MODEL_REPOSITORY)" $(PYTHON) -m localstack.up
 
 test: install
 	@$(PYTHON) -m pytest $(PYTEST_ARGS)

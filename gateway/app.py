@@ -14,6 +14,8 @@ from prometheus_fastapi_instrumentator import Instrumentator
 
 from gateway.admission import AdmissionMetrics, AuthMiddleware, KeyStore, build_admission
 from gateway.core.caps import Caps
+from gateway.drain import Drain, DrainMiddleware, SignalDrain, shutting_down
+from gateway.drain.metrics import DrainMetrics
 from gateway.errors import install_error_handlers
 from gateway.model_map import ModelMap
 from gateway.observability.federation import TritonMetricsFederation
@@ -56,6 +58,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             background.append(asyncio.create_task(app.state.admission.engine_queues.run(stop)))
         if not app.state.keys.table.required:
             log.warning("no API key is configured (GATEWAY_API_KEYS, GATEWAY_API_KEYS_FILE): serving without auth")
+        signals = SignalDrain(app.state.drain, lambda: app.state.triton.cut_streams(shutting_down()), drain_metrics)
+        signals.install()
         # Everything made at start-up lives as long as the process: leave it out of the collector's scans.
         gc.freeze()
         try:
@@ -64,6 +68,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             stop.set()
             await asyncio.gather(*background, return_exceptions=True)
             await app.state.admission.limiter.close()
+            await signals.close()
             await app.state.model_map.stop()
             await app.state.federation.close()
             await app.state.triton.close()
@@ -78,6 +83,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.upstream_metrics = UpstreamMetrics(app.state.registry)
     app.state.caps = Caps(settings.max_n, settings.max_tokens, settings.max_prompts)
     app.state.readiness = health.ReadinessCache(settings.ready_cache_s)
+    app.state.drain = Drain(settings.drain_timeout_s)
+    drain_metrics = DrainMetrics(app.state.registry)
     Instrumentator(registry=app.state.registry, excluded_handlers=["/metrics"]).instrument(app)
     install_error_handlers(app)
     app.include_router(openai.router)
@@ -87,6 +94,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(
         AuthMiddleware, keys=app.state.keys, metrics_key=settings.metrics_api_key, metrics=app.state.admission_metrics
     )
+    app.add_middleware(DrainMiddleware, drain=app.state.drain, on_refused=drain_metrics.refused.inc)
     # Outermost, so the request id and the log line cover every response, errors included.
     app.add_middleware(RequestContextMiddleware, max_body_bytes=settings.max_body_bytes, log_content=settings.log_content)
     return app

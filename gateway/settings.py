@@ -125,6 +125,13 @@ class Settings(BaseSettings):
         "(vllm:num_requests_waiting, from GATEWAY_TRITON_METRICS_URLS); off when unset",
     )
     shed_refresh_s: float = Field(1.0, gt=0, description="how often that waiting count is scraped when shedding")
+    # Graceful drain (gateway/drain/).
+    drain_timeout_s: float = Field(
+        30.0,
+        ge=0,
+        description="after SIGTERM, how long generations in flight may run before they are cut with an error "
+        "event; the process exits a few seconds later (keep Kubernetes' grace period above preStop plus this)",
+    )
     log_level: str = "info"
     log_content: bool = Field(False, description="put prompts and outputs in the request logs")
 

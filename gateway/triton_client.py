@@ -126,6 +126,21 @@ class TritonClient:
             response_deserializer=pb.ModelStreamInferResponse.FromString,
             _registered_method=True,
         )
+        # The drain's cut (gateway/drain/): the streams open now, and the error they end with once cut.
+        self._open_calls: set[grpc.aio.UnaryStreamCall] = set()
+        self._cut_error: OpenAIError | None = None
+
+    def cut_streams(self, error: OpenAIError) -> int:
+        """Ends every open generation with `error`, cancelling its request in Triton; returns how many."""
+        self._cut_error = error
+        calls = list(self._open_calls)
+        for call in calls:
+            call.cancel()
+        return len(calls)
+
+    def _was_cut(self) -> bool:
+        task = asyncio.current_task()
+        return self._cut_error is not None and not (task is not None and task.cancelling())
 
     async def close(self) -> None:
         await self._channel.close()
@@ -149,12 +164,15 @@ class TritonClient:
     async def generate(self, request: GenerateRequest) -> AsyncIterator[GenerateChunk]:
         """Streams one request's responses. Closing the iterator cancels the request in Triton, and so does
         a deadline."""
+        if self._cut_error is not None:  # past the drain deadline: nothing new starts
+            raise self._cut_error
         breaker = self._admit(request.model)
         call = self._stream_infer(encode_request(request), timeout=self.request_timeout_s, metadata=self._metadata)
         watch = None
         if self.deadlines.enabled and request.stream:  # unstreamed, Triton's only response is the last one
             watch = DeadlineWatch(self.deadlines, asyncio.get_running_loop(), lambda _kind: call.cancel())
         outcome = _Outcome(request.model)
+        self._open_calls.add(call)
         try:
             # Read to the stream's end: Triton closes it after the final response. Cancelling a
             # finished call instead would leave Triton holding the request's state.
@@ -174,17 +192,20 @@ class TritonClient:
             outcome.code = exc.code().name
             if exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
                 outcome.deadline = "total"
-            raise _rpc_error(exc) from None
+            raise (self._cut_error if self._was_cut() else _rpc_error(exc)) from None
         except OpenAIError as exc:  # an error message in the stream
             outcome.code, outcome.in_stream_error = "UNKNOWN", exc
             raise
         except asyncio.CancelledError:
+            if self._was_cut():  # its call was cancelled, not its task: the readers get the cut's error
+                raise self._cut_error from None
             task = asyncio.current_task()
             if watch is not None and watch.fired is not None and (task is None or not task.cancelling()):
                 outcome.deadline = watch.fired
                 raise deadline_error(watch.fired) from None
             raise
         finally:
+            self._open_calls.discard(call)
             if watch is not None:
                 watch.stop()
             if outcome.code is None or outcome.in_stream_error is not None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -110,13 +111,22 @@ def _kill_all(processes: list[psutil.Process], wait_s: float = 10.0) -> None:
     psutil.wait_procs(alive, timeout=wait_s)
 
 
-def wait_until(check, timeout_s: float, interval_s: float = 0.5, while_alive: Service | None = None) -> bool:
-    """Polls `check` until it is true; gives up early when `while_alive` has exited."""
+def wait_until(
+    check,
+    timeout_s: float,
+    interval_s: float = 0.5,
+    while_alive: Service | None = None,
+    unless: threading.Event | None = None,
+) -> bool:
+    """Polls `check` until it is true; gives up early when `while_alive` has exited or `unless` is set."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if check():
             return True
         if while_alive is not None and not while_alive.running():
             return False
-        time.sleep(interval_s)
+        if unless is None:
+            time.sleep(interval_s)
+        elif unless.wait(interval_s):
+            return False
     return False

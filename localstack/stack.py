@@ -14,6 +14,7 @@ from typing import Any
 
 import psutil
 
+from gateway.settings import Settings
 from localstack.model_choice import ServedModel, repository_models
 from localstack.model_repo import ENGINE_MEMORY_SHARE, write_model_repository
 from localstack.paths import (
@@ -42,6 +43,9 @@ GRPC_INFER_ALLOCATION_POOL_SIZE = 512
 
 # How often the stack looks for engines started after it placed its processes (a model loaded or restarted).
 PLACEMENT_CHECK_S = 1.0
+
+# What a stopping gateway gets beyond its drain (GATEWAY_DRAIN_TIMEOUT_S): the cut, then uvicorn's own shutdown.
+GATEWAY_STOP_MARGIN_S = 15.0
 
 
 def python_backend_args(shm_prefix: str) -> list[str]:
@@ -117,6 +121,7 @@ class LocalStack:
         self.gateway: Service | None = None
         self.serving_cores: set[int] = set()
         self._stopping = threading.Event()
+        self._interrupted = threading.Event()
         self._placer: threading.Thread | None = None
 
     @property
@@ -204,7 +209,12 @@ class LocalStack:
 
     def wait_triton_ready(self) -> None:
         urls = [f"{self.triton_http_url}/v2/models/{name}/ready" for name in self.served_models()]
-        if not wait_until(lambda: all(http_ok(url) for url in urls), self.config.start_timeout_s, 1.0, self.triton):
+        ready = wait_until(
+            lambda: all(http_ok(url) for url in urls), self.config.start_timeout_s, 1.0, self.triton, self._interrupted
+        )
+        if self._interrupted.is_set():
+            raise StackError("interrupted while Triton was starting")
+        if not ready:
             raise StackError(f"Triton did not become ready:\n{self.triton.log_tail() if self.triton else ''}")
 
     def gateway_service(self, name: str, port: int, extra_env: dict[str, str] | None = None) -> Service:
@@ -217,6 +227,7 @@ class LocalStack:
                 "GATEWAY_PORT": str(port),
                 "GATEWAY_TRITON_GRPC_URL": f"127.0.0.1:{cfg.grpc_port}",
                 "GATEWAY_TRITON_METRICS_URLS": f'["{self.triton_metrics_url}"]',
+                RUN_MARKER: str(cfg.run_dir),  # its workers too are found by `stray_processes`
                 **cfg.gateway_env,
                 **(extra_env or {}),
             }
@@ -227,7 +238,12 @@ class LocalStack:
         self.gateway = self.gateway_service("gateway", self.config.gateway_port)
 
     def wait_gateway_ready(self, timeout_s: float = 60.0) -> None:
-        if not wait_until(lambda: http_ok(f"{self.gateway_url}/health/ready"), timeout_s, 0.5, self.gateway):
+        ready = wait_until(
+            lambda: http_ok(f"{self.gateway_url}/health/ready"), timeout_s, 0.5, self.gateway, self._interrupted
+        )
+        if self._interrupted.is_set():
+            raise StackError("interrupted while the gateway was starting")
+        if not ready:
             raise StackError(f"the gateway did not become ready:\n{self.gateway.log_tail() if self.gateway else ''}")
 
     def engine_processes(self) -> list:
@@ -295,13 +311,26 @@ class LocalStack:
             raise
         return self
 
+    def interrupt(self) -> None:
+        """Makes a `start` under way give up (it then stops what it started). Safe from a signal handler."""
+        self._interrupted.set()
+
+    def gateway_stop_grace_s(self) -> float:
+        """How long a stopping gateway may take: its drain, then its shutdown."""
+        env = {**os.environ, **self.config.gateway_env}
+        drain_s = env.get("GATEWAY_DRAIN_TIMEOUT_S") or Settings.model_fields["drain_timeout_s"].default
+        return float(drain_s) + GATEWAY_STOP_MARGIN_S
+
     def stop(self) -> None:
+        """Stops everything, and returns once it has all exited: the gateway first (it drains its streams),
+        then Triton, its stubs and vLLM's engines."""
         self._stopping.set()
         if self._placer is not None:
             self._placer.join()
-        for service in (self.gateway, self.triton):
-            if service is not None:
-                service.stop()
+        if self.gateway is not None:
+            self.gateway.stop(grace_s=self.gateway_stop_grace_s())
+        if self.triton is not None:
+            self.triton.stop()
 
     def __enter__(self) -> "LocalStack":
         return self.start()

@@ -3,6 +3,9 @@
 `MODEL` (or --model) picks what it serves: a prepared model's name (smollm2-135m-instruct, the default, or
 tiny-random-llama) or a Hugging Face folder; `MODEL_REPOSITORY` (or --model-repository) serves a whole Triton
 model repository as it is.
+
+It returns only once everything it started has exited (Triton, its stubs, vLLM's engines, the gateway), so
+that the next `make up` finds its ports free. A signal while the stack starts stops it at once.
 """
 
 from __future__ import annotations
@@ -23,12 +26,13 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--port", type=int, default=int(os.environ.get("GATEWAY_PORT", "9000")), help="gateway port")
     parser.add_argument("--host", default=os.environ.get("GATEWAY_HOST", "127.0.0.1"), help="gateway address")
-    parser.add_argument("--run-dir", type=Path, default=REPO_ROOT / ".run" / "up")
+    parser.add_argument("--run-dir", type=Path, default=os.environ.get("UP_RUN_DIR") or REPO_ROOT / ".run" / "up")
     # An empty variable (the Makefile passes MODEL= when none is given) means unset.
     parser.add_argument("--model", default=os.environ.get("MODEL") or None, help="a prepared model or a folder")
     parser.add_argument("--model-repository", type=Path, default=os.environ.get("MODEL_REPOSITORY") or None)
     for name, port in (("http", 8000), ("grpc", 8001), ("metrics", 8002)):
-        parser.add_argument(f"--{name}-port", type=int, default=port, help=f"Triton's {name} port")
+        default = int(os.environ.get(f"TRITON_{name.upper()}_PORT") or port)
+        parser.add_argument(f"--{name}-port", type=int, default=default, help=f"Triton's {name} port")
     return parser.parse_args(argv)
 
 
@@ -53,20 +57,29 @@ def stack_config(args: argparse.Namespace, cache: CachePaths) -> StackConfig:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parse(argv)
-    stop = threading.Event()
-    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(signum, lambda *_: stop.set())
     try:
         stack = LocalStack(stack_config(args, CachePaths(default_cache_dir())))
     except ValueError as exc:
         print(f"[up] {exc}", flush=True)
         return 2
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: object) -> None:
+        stop.set()
+        stack.interrupt()
+
+    # `make` passes a SIGTERM on to this process as well: a second signal changes nothing.
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, on_signal)
     started = time.monotonic()
     print("[up] starting Triton (vLLM engine, first start compiles for a few minutes) and the gateway...", flush=True)
     print(f"[up] logs: {args.run_dir}/triton.log, {args.run_dir}/gateway.log", flush=True)
     try:
-        stack.start()
+        stack.start()  # on failure or interruption, it has stopped what it started
     except StackError as exc:
+        if stop.is_set():
+            print("[up] stopped before it was ready.", flush=True)
+            return 0
         print(f"[up] failed to start: {exc}", flush=True)
         return 1
     base = f"http://{'localhost' if args.host in ('127.0.0.1', '0.0.0.0') else args.host}:{args.port}"

@@ -78,5 +78,7 @@ async def live() -> dict[str, str]:
 @router.get("/health/ready")
 async def ready(request: Request, client: TritonClient = Depends(triton)) -> ORJSONResponse:
     state = request.app.state
+    if state.drain.draining:  # first, so that load balancers stop sending requests at once
+        return ORJSONResponse({"status": "draining", "reason": "the gateway is shutting down"}, status_code=503)
     readiness = await state.readiness.get(client, state.model_map, state.federation)
     return ORJSONResponse(readiness.body, status_code=200 if readiness.ready else 503)
