@@ -15,6 +15,7 @@ from typing import Any
 
 import orjson
 from pydantic import BaseModel
+from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gateway.errors import OpenAIError
@@ -68,6 +69,28 @@ def request_record(scope: Scope) -> RequestRecord | None:
     return scope.get("state", {}).get("record")
 
 
+def _too_large(max_body_bytes: int) -> str:
+    return f"The request body is larger than {max_body_bytes} bytes."
+
+
+def _bounded(receive: Receive, max_body_bytes: int) -> Receive:
+    """`receive` for a body of unknown length (chunked): past the limit, a 413 instead of reading on. The server
+    enforces a declared Content-Length itself, so only chunked bodies need counting."""
+    received = 0
+
+    async def receive_within_limit() -> Message:
+        nonlocal received
+        message = await receive()
+        if message["type"] == "http.request":
+            received += len(message.get("body", b""))
+            if received > max_body_bytes:
+                # Starlette's exception: FastAPI passes it on while reading a body (it turns others into a 400).
+                raise HTTPException(413, _too_large(max_body_bytes))
+        return message
+
+    return receive_within_limit
+
+
 def _header(scope: Scope, name: bytes) -> bytes | None:
     for key, value in scope.get("headers", ()):
         if key == name:
@@ -100,7 +123,9 @@ class RequestContextMiddleware:
 
         try:
             length = _header(scope, b"content-length")
-            if length is not None and length.isdigit() and int(length) > self.max_body_bytes:
+            if length is None:
+                receive = _bounded(receive, self.max_body_bytes)
+            elif length.isdigit() and int(length) > self.max_body_bytes:
                 await self._reject_too_large(send_with_id)
                 return
             await self.app(scope, receive, send_with_id)
@@ -110,7 +135,7 @@ class RequestContextMiddleware:
                 log.info(orjson.dumps(record.log_fields(self.log_content), default=_json_default).decode())
 
     async def _reject_too_large(self, send: Send) -> None:
-        error = OpenAIError(413, f"The request body is larger than {self.max_body_bytes} bytes.")
+        error = OpenAIError(413, _too_large(self.max_body_bytes))
         body = orjson.dumps(error.body())
         await send(
             {
