@@ -8,6 +8,7 @@ and the connection is closed.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import orjson
@@ -15,6 +16,11 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from gateway.errors import OpenAIError
 from gateway.settings import get_settings
+
+
+# After a 431, how long the rest of what the client sends is read and dropped: closing with unread data makes the
+# kernel reset the connection, and a client still sending its headers would see the reset instead of the answer.
+LINGER_S = 2.0
 
 
 class HeadTooLarge(Exception):
@@ -53,11 +59,13 @@ class BoundedHeadProtocol(HttpToolsProtocol):
             raise HeadTooLarge  # httptools stops and raises a parser error: uvicorn answers with send_400_response
 
     def data_received(self, data: bytes) -> None:
+        if self._refused:  # answered already: the rest is dropped until the client or the linger closes
+            return
         if self._head_received is not None:
             self._head_received += len(data)
         super().data_received(data)
         incomplete = self._head_received is not None
-        if incomplete and self._head_received > self.max_header_bytes and not self.transport.is_closing():
+        if incomplete and self._head_received > self.max_header_bytes and not self._refused:
             self._refused = True
             self.send_400_response("")
 
@@ -66,7 +74,11 @@ class BoundedHeadProtocol(HttpToolsProtocol):
             super().send_400_response(msg)
             return
         self.transport.write(head_too_large_response(self.max_header_bytes))
-        self.transport.close()
+        if self.transport.can_write_eof():
+            self.transport.write_eof()  # the answer is complete; reading goes on for a moment (LINGER_S)
+            asyncio.get_running_loop().call_later(LINGER_S, self.transport.close)
+        else:
+            self.transport.close()
 
     def on_message_begin(self) -> None:
         super().on_message_begin()

@@ -22,6 +22,11 @@ def tame_body(body: Any, model: str | None) -> Any:
     if not isinstance(body, dict):
         return body
     body = dict(body)
+    # vLLM 0.32's CPU build kills its engine when it discards a seeded request's sampled token ("CPU Generator does
+    # not use offset", gpu_model_runner._bookkeeping_sync): a backend bug, reproduced only now and then, left out of
+    # the fuzzing until the backend handles it. Invalid seeds (wrong types, past 64 bits) are kept.
+    if _is_int(body.get("seed")) and -(2**63) <= body["seed"] < 2**63:
+        del body["seed"]
     if model is not None and isinstance(body.get("model"), str):
         body["model"] = model
     for key in ("max_tokens", "max_completion_tokens"):

@@ -33,3 +33,9 @@ def test_stream_events_must_be_json_and_errors_in_openai_shape() -> None:
     assert stream_problems('data: {"error": "boom"}\n\ndata: [DONE]\n\n')
     assert stream_problems("data: {not json\n\ndata: [DONE]\n\n")
     assert stream_problems("event: x\n\ndata: [DONE]\n\n")
+
+
+def test_valid_seeds_are_left_out_and_invalid_ones_kept() -> None:
+    assert "seed" not in tame_body({"seed": 7}, None)
+    assert tame_body({"seed": 2**64}, None)["seed"] == 2**64
+    assert tame_body({"seed": "x"}, None)["seed"] == "x"
