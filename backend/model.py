@@ -41,7 +41,7 @@ from vllm_backend.outbox import Outbox  # noqa: E402
 from vllm_backend.outputs import OutputOptions, ResponseArrays  # noqa: E402
 from vllm_backend.params import BackendParams  # noqa: E402
 from vllm_backend.reaper import Reaper  # noqa: E402
-from vllm_backend.relay import relay  # noqa: E402
+from vllm_backend.relay import Pacer, relay  # noqa: E402
 from vllm_backend.sampling import SamplingError, sampling_from_json  # noqa: E402
 
 # Starts every error message caused by the request itself (the client's fault).
@@ -138,6 +138,9 @@ class TritonPythonModel:
         self.loop_thread.start()
         self.outbox = Outbox(on_error=self.logger.log_error)
         self.cancels = CancelWatch(self.params.cancel_check_interval_s, on_error=self.logger.log_error)
+        self.pacer = Pacer(
+            self.loop, self.params.stream_pace_s, self.params.stream_pace_above, lambda: len(self.cancels.running)
+        )
         self.reaper = Reaper()
         self.engine = self._run(self._start_engine())
         self.tokenizer = self.engine.get_tokenizer()
@@ -336,6 +339,7 @@ class TritonPythonModel:
                 lambda output: self._response(arrays(output)),
                 lambda response, on_sent: self.outbox.send(sender, response, on_sent=on_sent),
                 self.loop,
+                self.pacer.wait,
             )
             if sender.is_cancelled():
                 await engine.abort(request_id)

@@ -21,7 +21,7 @@ from bench.prompts import Workload
 from bench.serving import Serving, ServingConfig
 from bench.vllm_bench import run_vllm_bench
 from bench.vllm_serve import VllmServer
-from localstack.model_choice import memory_share
+from localstack.model_choice import memory_share, resolve_model
 from localstack.net import free_port
 from localstack.paths import FAST_MODEL_NAME
 from localstack.stack import LocalStack, StackConfig
@@ -42,6 +42,7 @@ class RatesConfig(ServingConfig):
     save_detailed: bool = True  # tokens per streamed chunk come from the per-request ITL lists
     stream_interval: int | None = None  # C''s; None: the one A's model.json gives, and no C' without one
     gateway_workers: int = 1
+    placement: bool | None = None  # the stack's core placement (localstack.placement); None: the model's own
 
     @property
     def memory_share(self) -> float:
@@ -131,6 +132,11 @@ class GpuRates(Serving):
         config.model_name = self.config.model
         config.model_dir = self.config.workload.model_dir
         config.gateway_env = {"GATEWAY_WORKERS": str(self.config.gateway_workers)}
+        config.keep_off_engine_cores = (
+            resolve_model(self.config.model, config.cache).keep_off_engine_cores
+            if self.config.placement is None
+            else self.config.placement
+        )
         return config
 
     def _server(self, name: str, overrides: dict[str, Any]) -> VllmServer:

@@ -82,6 +82,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--stream-interval", type=int, help="C''s --stream-interval (default: the one A's model.json uses; none: no C')"
     )
     three.add_argument("--gateway-workers", type=int, default=1, help="A's GATEWAY_WORKERS (default 1)")
+    three.add_argument(
+        "--placement",
+        choices=("on", "off"),
+        help="the local stack's core placement for A and B (default: the model's own, off for the fast model)",
+    )
     args = parser.parse_args(argv)
     if not (args.part1 or args.part2 or args.part3):
         args.part1 = args.part2 = True
@@ -184,6 +189,7 @@ def _part3(args: argparse.Namespace, out_dir: Path) -> dict[str, Any]:
         rounds=_or(args.rounds, RatesConfig.rounds),
         stream_interval=args.stream_interval,
         gateway_workers=args.gateway_workers,
+        placement=None if args.placement is None else args.placement == "on",
     )
     rates = GpuRates(config, _log)
     part: dict[str, Any] = {}

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import gc
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -10,6 +12,7 @@ from fastapi import FastAPI
 from prometheus_client import CollectorRegistry
 from prometheus_fastapi_instrumentator import Instrumentator
 
+from gateway.admission import AdmissionMetrics, AuthMiddleware, KeyStore, build_admission
 from gateway.errors import install_error_handlers
 from gateway.model_map import ModelMap
 from gateway.observability.federation import TritonMetricsFederation
@@ -20,6 +23,8 @@ from gateway.observability.request_context import RequestContextMiddleware
 from gateway.routers import health, metrics, models, openai
 from gateway.settings import Settings, get_settings
 from gateway.triton_client import TritonClient
+
+log = logging.getLogger("gateway")
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -36,11 +41,21 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.model_map = ModelMap(app.state.triton.repository_index, settings.model_refresh_s)
         app.state.model_map.start()
         app.state.federation = TritonMetricsFederation(settings.triton_metrics_urls, settings.metrics_timeout_s)
+        app.state.admission = build_admission(settings, app.state.admission_metrics, app.state.federation)
+        stop = asyncio.Event()
+        background = [asyncio.create_task(app.state.keys.watch(stop))]
+        if app.state.admission.engine_queues is not None:
+            background.append(asyncio.create_task(app.state.admission.engine_queues.run(stop)))
+        if not app.state.keys.table.required:
+            log.warning("no API key is configured (GATEWAY_API_KEYS, GATEWAY_API_KEYS_FILE): serving without auth")
         # Everything made at start-up lives as long as the process: leave it out of the collector's scans.
         gc.freeze()
         try:
             yield
         finally:
+            stop.set()
+            await asyncio.gather(*background, return_exceptions=True)
+            await app.state.admission.limiter.close()
             await app.state.model_map.stop()
             await app.state.federation.close()
             await app.state.triton.close()
@@ -50,6 +65,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     app.state.registry = CollectorRegistry()
     app.state.llm_metrics = LLMMetrics(app.state.registry)
+    app.state.admission_metrics = AdmissionMetrics(app.state.registry)
+    app.state.keys = KeyStore(settings.api_keys, settings.api_keys_file)
     app.state.readiness = health.ReadinessCache(settings.ready_cache_s)
     Instrumentator(registry=app.state.registry, excluded_handlers=["/metrics"]).instrument(app)
     install_error_handlers(app)
@@ -57,6 +74,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(models.router)
     app.include_router(health.router)
     app.include_router(metrics.router)
+    app.add_middleware(
+        AuthMiddleware, keys=app.state.keys, metrics_key=settings.metrics_api_key, metrics=app.state.admission_metrics
+    )
     # Outermost, so the request id and the log line cover every response, errors included.
     app.add_middleware(RequestContextMiddleware, max_body_bytes=settings.max_body_bytes, log_content=settings.log_content)
     return app

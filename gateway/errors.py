@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 
+import orjson
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import ORJSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import Send
 
 log = logging.getLogger("gateway")
 
@@ -31,6 +34,7 @@ class OpenAIError(Exception):
         type: str | None = None,
         param: str | None = None,
         code: str | None = None,
+        headers: Mapping[str, str] | None = None,
     ) -> None:
         super().__init__(message)
         self.status = status
@@ -38,9 +42,19 @@ class OpenAIError(Exception):
         self.type = type or _TYPES.get(status, "server_error" if status >= 500 else "invalid_request_error")
         self.param = param
         self.code = code
+        self.headers = dict(headers or {})  # e.g. Retry-After
 
     def body(self) -> dict:
         return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
+
+
+async def send_error(send: Send, error: OpenAIError) -> None:
+    """Answers with `error` from a pure ASGI middleware, before any app has run."""
+    body = orjson.dumps(error.body())
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    headers += [(name.lower().encode(), value.encode()) for name, value in error.headers.items()]
+    await send({"type": "http.response.start", "status": error.status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
 
 
 def bad_request(message: str, param: str | None = None) -> OpenAIError:
@@ -66,7 +80,7 @@ def _validation_message(exc: RequestValidationError) -> tuple[str, str | None]:
 
 def install_error_handlers(app: FastAPI) -> None:
     async def openai_error(_: Request, exc: OpenAIError) -> ORJSONResponse:
-        return ORJSONResponse(exc.body(), status_code=exc.status)
+        return ORJSONResponse(exc.body(), status_code=exc.status, headers=exc.headers or None)
 
     async def validation_error(_: Request, exc: RequestValidationError) -> ORJSONResponse:
         message, param = _validation_message(exc)

@@ -67,6 +67,38 @@ class Settings(BaseSettings):
         "the default reads streams with gRPC's classic poller instead of its event engine: a quarter less CPU "
         "per streamed chunk",
     )
+    api_keys: str | None = Field(
+        None,
+        description="comma-separated API keys (named env-1, env-2, ... in logs); once any key source is set, "
+        "every route but /health/* and /metrics needs `Authorization: Bearer <key>`",
+    )
+    api_keys_file: str | None = Field(
+        None,
+        description="a JSON Lines file of keys with names, limits and allowed models (README: Keys and limits); "
+        "re-read when it changes",
+    )
+    metrics_api_key: str | None = Field(None, description="when set, /metrics needs this key (and only this one)")
+    redis_url: str | None = Field(
+        None,
+        description="redis://host:port/db: per-key counters shared by every worker and replica; in memory, per "
+        "process, when unset",
+    )
+    max_in_flight: int | None = Field(
+        None, ge=1, description="generations served at once by one gateway process; unlimited when unset"
+    )
+    max_queued: int = Field(
+        100, ge=0, description="generations waiting for one of GATEWAY_MAX_IN_FLIGHT; past it, 503 with Retry-After"
+    )
+    queue_timeout_s: float = Field(
+        30.0, gt=0, description="the longest a generation waits in that queue before a 503 with Retry-After"
+    )
+    shed_waiting_above: int | None = Field(
+        None,
+        ge=0,
+        description="refuse new generations (503) while the model's engines have more requests waiting "
+        "(vllm:num_requests_waiting, from GATEWAY_TRITON_METRICS_URLS); off when unset",
+    )
+    shed_refresh_s: float = Field(1.0, gt=0, description="how often that waiting count is scraped when shedding")
     log_level: str = "info"
     log_content: bool = Field(False, description="put prompts and outputs in the request logs")
 

@@ -100,7 +100,8 @@ class StackConfig:
 
     @classmethod
     def serving(cls, model: ServedModel, **settings: Any) -> "StackConfig":
-        """A stack serving one Hugging Face folder under its name, with that model's memory share."""
+        """A stack serving one Hugging Face folder under its name, with that model's memory share and placement."""
+        settings.setdefault("keep_off_engine_cores", model.keep_off_engine_cores)
         return cls(model_name=model.name, model_dir=model.folder, engine_memory_share=model.memory_share, **settings)
 
     @classmethod

@@ -59,9 +59,20 @@ install_promtool() {
   rm -rf "$tmp"
 }
 
+install_redis() {
+  # Debian's redis-server: the tests of counters shared by several gateways start one on a free port.
+  command -v redis-server >/dev/null && return
+  command -v apt-get >/dev/null || { log "apt-get not found: install redis-server for the shared-limits tests"; return; }
+  log "installing Debian's redis-server"
+  apt-get install -y -qq redis-server >/dev/null 2>&1 \
+    || { apt-get update -qq >/dev/null 2>&1 || true; apt-get install -y -qq redis-server >/dev/null 2>&1; } \
+    || log "could not install redis-server"
+}
+
 main() {
   install_venv
   install_promtool
+  install_redis
   "$VENV/bin/python" -m localstack.prepare --cache-dir "$CACHE_DIR"
 }
 

@@ -12,6 +12,7 @@ from localstack.net import free_port
 from localstack.paths import FAST_MODEL_NAME, CachePaths, default_cache_dir
 from localstack.processes import stop_on_sigterm
 from localstack.stack import LocalStack, StackConfig, stray_processes
+from tests.redis_server import redis_server
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -62,6 +63,13 @@ def fast_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]
     Its model is `fast_stack.config.model_name`."""
     model = resolve_model(FAST_MODEL_NAME, CachePaths(default_cache_dir()))
     yield from _run_stack(StackConfig.serving(model, run_dir=tmp_path_factory.mktemp("fast_stack"), **_free_ports()))
+
+
+@pytest.fixture
+def redis_url(tmp_path: Path) -> Iterator[str]:
+    """A redis-server of the test's own, stopped after it."""
+    with redis_server(tmp_path) as url:
+        yield url
 
 
 @pytest.fixture(scope="session")

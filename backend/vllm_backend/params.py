@@ -17,7 +17,11 @@ def _flag(config: dict[str, Any], key: str) -> bool:
     return (_value(config, key) or "").lower() == "true"
 
 
-def _positive_float(config: dict[str, Any], key: str, default: float) -> float:
+STREAM_PACE_S = 0.05
+STREAM_PACE_ABOVE = 32
+
+
+def _number(config: dict[str, Any], key: str, default: float, allow_zero: bool) -> float:
     raw = _value(config, key)
     if not raw:
         return default
@@ -25,9 +29,17 @@ def _positive_float(config: dict[str, Any], key: str, default: float) -> float:
         value = float(raw)
     except ValueError:
         raise ValueError(f"parameter {key} must be a number, got {raw!r}") from None
-    if value <= 0:
-        raise ValueError(f"parameter {key} must be positive, got {raw!r}")
+    if value < 0 or (value == 0 and not allow_zero):
+        raise ValueError(f"parameter {key} must be {'non-negative' if allow_zero else 'positive'}, got {raw!r}")
     return value
+
+
+def _positive_float(config: dict[str, Any], key: str, default: float) -> float:
+    return _number(config, key, default, allow_zero=False)
+
+
+def _non_negative(config: dict[str, Any], key: str, default: float) -> float:
+    return _number(config, key, default, allow_zero=True)
 
 
 @dataclass(frozen=True)
@@ -41,6 +53,10 @@ class BackendParams:
     # Ours: seconds between asking Triton whether a request was cancelled. Each question is a round trip to
     # the Triton process, so the pace sets both how soon a cancelled request stops and what watching costs.
     cancel_check_interval_s: float = 0.5
+    # Ours: above `stream_pace_above` running requests, a streamed request's outputs leave on a shared tick
+    # every `stream_pace_s` seconds, several tokens per response (vllm_backend.relay.Pacer); 0 turns it off.
+    stream_pace_s: float = STREAM_PACE_S
+    stream_pace_above: int = STREAM_PACE_ABOVE
 
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> "BackendParams":
@@ -51,4 +67,6 @@ class BackendParams:
             restart_engine=_flag(config, "RESTART_UNHEALTHY_ENGINE"),
             restart_max_backoff_s=_positive_float(config, "RESTART_MAX_BACKOFF_S", 60.0),
             cancel_check_interval_s=_positive_float(config, "CANCEL_CHECK_INTERVAL_S", 0.5),
+            stream_pace_s=_non_negative(config, "STREAM_PACE_MS", STREAM_PACE_S * 1000) / 1000,
+            stream_pace_above=int(_non_negative(config, "STREAM_PACE_ABOVE", STREAM_PACE_ABOVE)),
         )

@@ -12,7 +12,7 @@ keeps up (an idle server) every output goes out at once, alone, with no wake-up 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from typing import Any, Callable, TypeVar
 
 Response = TypeVar("Response")
@@ -61,15 +61,49 @@ class Handover:
             await self.waiter
 
 
+class Pacer:
+    """Under load, a request pulls its next output from the engine only on a tick shared by every request.
+
+    Each response costs the same CPU whatever it carries, and at hundreds of streams the stub, Triton and the
+    gateway spend more per token than the engine. Below `busy_above` running requests nothing waits, so an
+    idle server streams token by token; above it, what the engine makes for a request between two ticks
+    merges into one response (vLLM's collector), like vLLM's `stream_interval` but in time and only when
+    busy. One timer serves every waiting request."""
+
+    def __init__(
+        self, loop: asyncio.AbstractEventLoop, interval_s: float, busy_above: int, running: Callable[[], int]
+    ) -> None:
+        self.loop = loop
+        self.interval_s = interval_s
+        self.busy_above = busy_above
+        self.running = running
+        self._tick: asyncio.Future | None = None
+
+    async def wait(self) -> None:
+        if self.interval_s <= 0 or self.running() <= self.busy_above:
+            return
+        tick = self._tick
+        if tick is None or tick.done():
+            tick = self._tick = self.loop.create_future()
+            self.loop.call_later(self.interval_s, _settle, tick)
+        await asyncio.shield(tick)  # a cancelled request must not cancel the others' tick
+
+
+async def _no_pace() -> None:
+    return None
+
+
 async def relay(
     outputs: AsyncIterator[Any],
     to_response: Callable[[Any], Response],
     deliver: Callable[[Response, OnSent], None],
     loop: asyncio.AbstractEventLoop,
+    pace: Callable[[], Awaitable[None]] = _no_pace,
 ) -> Response | None:
-    """Delivers each intermediate output's response once the previous one was handed over; returns the
-    finished output's response (None if the outputs end unfinished), for the caller to send as the final
-    response after them. Reads `outputs` to its end: a generator left open would be aborted later."""
+    """Delivers each intermediate output's response once the previous one was handed over, then waits for
+    `pace` before pulling the next; returns the finished output's response (None if the outputs end
+    unfinished), for the caller to send as the final response after them. Reads `outputs` to its end: a
+    generator left open would be aborted later."""
     handover = Handover(loop)
     final = None
     async for output in outputs:
@@ -79,4 +113,5 @@ async def relay(
             continue
         await handover.wait()
         deliver(response, handover.start())
+        await pace()
     return final

@@ -18,7 +18,7 @@ from pydantic import BaseModel
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from gateway.errors import OpenAIError
+from gateway.errors import OpenAIError, send_error
 
 REQUEST_ID_HEADER = b"x-request-id"
 _VALID_ID = re.compile(r"^[A-Za-z0-9._:\-]{1,128}$")
@@ -44,6 +44,7 @@ class RequestRecord:
     completion_tokens: int | None = None
     ttft_s: float | None = None
     duration_s: float | None = None
+    key: str | None = None  # the API key's name, never the key
     client_disconnected: bool = False
     error_type: str | None = None
     prompt: Any = None
@@ -126,22 +127,10 @@ class RequestContextMiddleware:
             if length is None:
                 receive = _bounded(receive, self.max_body_bytes)
             elif length.isdigit() and int(length) > self.max_body_bytes:
-                await self._reject_too_large(send_with_id)
+                await send_error(send_with_id, OpenAIError(413, _too_large(self.max_body_bytes)))
                 return
             await self.app(scope, receive, send_with_id)
         finally:
             record.duration_s = round(time.perf_counter() - record.started, 6)
             if not scope["path"].startswith(_QUIET_PATHS):
                 log.info(orjson.dumps(record.log_fields(self.log_content), default=_json_default).decode())
-
-    async def _reject_too_large(self, send: Send) -> None:
-        error = OpenAIError(413, _too_large(self.max_body_bytes))
-        body = orjson.dumps(error.body())
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 413,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
-            }
-        )
-        await send({"type": "http.response.body", "body": body})

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from fastapi import Request
 
+from gateway.admission import Admission, caller_of
 from gateway.errors import model_not_found
 from gateway.model_map import ModelMap, ready_names
 from gateway.triton_client import TritonClient
@@ -18,16 +19,25 @@ def _model_map(request: Request) -> ModelMap:
     return request.app.state.model_map
 
 
+async def admission(request: Request) -> Admission:
+    return request.app.state.admission
+
+
 async def resolve_model(request: Request, model: str) -> str:
-    """The Triton model serving `model` (a name or an alias), from the model map kept in memory."""
+    """The Triton model serving `model` (a name or an alias), from the model map kept in memory. A model the
+    caller's key may not use is as unknown as a model that does not exist."""
     target = request.app.state.settings.model_aliases.get(model, model)
-    if await _model_map(request).is_served(target):
+    key = caller_of(request.scope).key
+    if (key is None or key.allows(model, target)) and await _model_map(request).is_served(target):
         return target
     raise model_not_found(model)
 
 
 async def served_models(request: Request) -> list[str]:
-    """Every name a client may use now: the ready Triton models and the aliases of ready models."""
+    """Every name the caller may use now: the ready Triton models and the aliases of ready models, less those
+    that the caller's key may not use."""
     ready = ready_names(await _model_map(request).refresh())
-    aliases = {alias for alias, target in request.app.state.settings.model_aliases.items() if target in ready}
-    return sorted(ready | aliases)
+    aliases = request.app.state.settings.model_aliases
+    names = ready | {alias for alias, target in aliases.items() if target in ready}
+    key = caller_of(request.scope).key
+    return sorted(name for name in names if key is None or key.allows(name, aliases.get(name, name)))

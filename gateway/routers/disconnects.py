@@ -8,7 +8,9 @@ formats the task's repr) cost more per request than the rest of the response mac
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from types import TracebackType
+from typing import Any
 
 from fastapi.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
@@ -52,8 +54,16 @@ class EventStreamResponse(StreamingResponse):
 
     media_type = "text/event-stream"
 
+    def __init__(self, content: Any, *, on_close: Callable[[], Awaitable[None]] | None = None, **kwargs: Any) -> None:
+        super().__init__(content, **kwargs)
+        self._on_close = on_close  # runs however the response ends: finished, failed or disconnected
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        async with DisconnectWatch(receive):
-            await self.stream_response(send)
+        try:
+            async with DisconnectWatch(receive):
+                await self.stream_response(send)
+        finally:
+            if self._on_close is not None:
+                await self._on_close()
         if self.background is not None:
             await self.background()

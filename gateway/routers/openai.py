@@ -5,13 +5,15 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import replace
 from typing import Any, Protocol
 
 import orjson
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import ORJSONResponse
 
+from gateway.admission import Admission, Slot, caller_of
 from gateway.core import chat, completions
 from gateway.core.choices import ChoiceAccumulator, ChoiceDelta, usage
 from gateway.core.tools import ToolCallParser, tool_call_parser
@@ -20,7 +22,7 @@ from gateway.errors import OpenAIError
 from gateway.observability.request_context import request_record
 from gateway.observability.tracker import GenerationTracker
 from gateway.protocol import ChatCompletionRequest, CompletionRequest, SamplingFields
-from gateway.routers.deps import resolve_model, triton
+from gateway.routers.deps import admission, resolve_model, triton
 from gateway.routers.disconnects import DisconnectWatch, EventStreamResponse
 from gateway.streams import coalesced, merge
 from gateway.triton_client import TritonClient
@@ -59,8 +61,12 @@ class Generation:
         body: SamplingFields,
         tracker: GenerationTracker,
         top_logprobs: int | None,
+        slot: Slot,
     ) -> None:
         self.client = client
+        self.slot = slot
+        if slot.counts_tokens:  # every response carries counts, so that a stream cut short is counted too
+            upstreams = [replace(upstream, sparse_outputs=False) for upstream in upstreams]
         self.upstreams = upstreams
         self.render = render
         self.body = body
@@ -92,6 +98,7 @@ class Generation:
         return deltas
 
     def _finish(self, outcome: str, error_type: str | None = None) -> None:
+        self.slot.count(self.acc.prompt_tokens + self.acc.completion_tokens)
         self.tracker.finish(
             outcome, self.acc.prompt_tokens, self.acc.completion_tokens, error_type, output="".join(self.acc.texts)
         )
@@ -116,7 +123,20 @@ class Generation:
         except BaseException:
             await chunks.aclose()
             raise
-        return EventStreamResponse(self._events(first, chunks), headers=_SSE_HEADERS)
+        events = self._events(first, chunks)
+        return EventStreamResponse(events, headers=_SSE_HEADERS, on_close=self._closer(events))
+
+    def _closer(self, events: AsyncIterator[bytes]) -> Callable[[], Awaitable[None]]:
+        """What runs when the response ends, however it ends. A stream cut short by its client is closed here
+        and not when it is collected: its Triton request is cancelled and its tokens counted, then the slot
+        is freed."""
+        release = self.slot.hand_over()
+
+        async def close() -> None:
+            await events.aclose()  # type: ignore[attr-defined]
+            await release()
+
+        return close
 
     def _frames(self, item: tuple[int, GenerateChunk]) -> bytes:
         """The events of one backend response, framed and joined: one write, whatever the choices. The last
@@ -148,6 +168,7 @@ class Generation:
             raise
         finally:
             await rest.aclose()
+        await self.slot.release()  # before the last write, so the client's next request sees the tokens counted
         yield self._tail + _DONE
 
     async def _complete(self, request: Request) -> ORJSONResponse:
@@ -181,21 +202,29 @@ def _tool_parser(request: Request, model: str) -> ToolCallParser:
 
 @router.post("/v1/completions")
 async def create_completion(
-    body: CompletionRequest, request: Request, client: TritonClient = Depends(triton)
+    body: CompletionRequest,
+    request: Request,
+    client: TritonClient = Depends(triton),
+    gate: Admission = Depends(admission),
 ) -> Any:
     model = await resolve_model(request, body.model)
     upstreams = completions.to_generate_requests(body, model, _request_id(request))
     render = completions.CompletionRender(body, f"cmpl-{uuid.uuid4().hex}", int(time.time()))
-    tracker = _tracker(request, model, "completions", body.stream, body.prompt)
-    return await Generation(client, upstreams, render, body, tracker, body.logprobs).respond(request)
+    async with gate.slot(caller_of(request.scope), model) as slot:
+        tracker = _tracker(request, model, "completions", body.stream, body.prompt)
+        return await Generation(client, upstreams, render, body, tracker, body.logprobs, slot).respond(request)
 
 
 @router.post("/v1/chat/completions")
 async def create_chat_completion(
-    body: ChatCompletionRequest, request: Request, client: TritonClient = Depends(triton)
+    body: ChatCompletionRequest,
+    request: Request,
+    client: TritonClient = Depends(triton),
+    gate: Admission = Depends(admission),
 ) -> Any:
     model = await resolve_model(request, body.model)
     upstream = chat.to_generate_request(body, model, _request_id(request))
     render = chat.ChatRender(body, f"chatcmpl-{uuid.uuid4().hex}", int(time.time()), _tool_parser(request, model))
-    tracker = _tracker(request, model, "chat", body.stream, body.messages)
-    return await Generation(client, [upstream], render, body, tracker, body.logprobs_top).respond(request)
+    async with gate.slot(caller_of(request.scope), model) as slot:
+        tracker = _tracker(request, model, "chat", body.stream, body.messages)
+        return await Generation(client, [upstream], render, body, tracker, body.logprobs_top, slot).respond(request)

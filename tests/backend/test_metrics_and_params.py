@@ -66,3 +66,11 @@ def test_cancel_check_interval() -> None:
     assert BackendParams.from_config(_config(CANCEL_CHECK_INTERVAL_S="0.1")).cancel_check_interval_s == 0.1
     with pytest.raises(ValueError, match="CANCEL_CHECK_INTERVAL_S"):
         BackendParams.from_config(_config(CANCEL_CHECK_INTERVAL_S="0"))
+
+
+def test_stream_pacing_parameters() -> None:
+    params = BackendParams.from_config(_config(STREAM_PACE_MS="20", STREAM_PACE_ABOVE="8"))
+    assert (params.stream_pace_s, params.stream_pace_above) == (0.02, 8)
+    assert BackendParams.from_config(_config(STREAM_PACE_MS="0")).stream_pace_s == 0  # off
+    with pytest.raises(ValueError, match="STREAM_PACE_MS"):
+        BackendParams.from_config(_config(STREAM_PACE_MS="-1"))

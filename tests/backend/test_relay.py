@@ -18,7 +18,7 @@ from vllm.sampling_params import RequestOutputKind
 from vllm.v1.engine.output_processor import RequestOutputCollector
 
 from vllm_backend.outputs import OutputOptions, ResponseArrays
-from vllm_backend.relay import Handover, relay
+from vllm_backend.relay import Handover, Pacer, relay
 
 ALL = {
     "return_finish_reason": True,
@@ -204,3 +204,49 @@ async def test_a_handover_wakes_the_waiting_loop_from_the_sender_thread_only_whe
     late.start()
     late.waiter = closed.create_future()
     late._mark_sent()  # an unloaded model's loop: no error
+
+
+def _immediate(sent: list[dict[str, np.ndarray]]) -> Callable[[dict[str, np.ndarray], Callable[[], None]], None]:
+    def deliver(response: dict[str, np.ndarray], on_sent: Callable[[], None]) -> None:
+        sent.append(response)
+        on_sent()
+
+    return deliver
+
+
+async def test_a_busy_server_paces_pulls_so_tokens_merge_between_ticks() -> None:
+    loop = asyncio.get_running_loop()
+    engine, sent = Engine(), []
+    pacer = Pacer(loop, interval_s=0.05, busy_above=0, running=lambda: 1)
+    arrays = ResponseArrays(OutputOptions(n=1))
+    task = asyncio.ensure_future(relay(engine.generate(), arrays, _immediate(sent), loop, pacer.wait))
+    engine.collector.put(step(token(0, "a", 1)))
+    await settle()
+    assert [texts(r) for r in sent] == [["a"]]  # the first token never waits
+    for text in "bcd":  # three engine steps within one tick
+        engine.collector.put(step(token(0, text, 1)))
+        await settle()
+    assert len(sent) == 1
+    await asyncio.sleep(0.08)
+    assert [texts(r) for r in sent] == [["a"], ["bcd"]]
+    engine.collector.put(step(token(0, "e", 1, reason="stop"), finished=True))
+    assert texts(await task) == ["e"]
+
+
+async def test_below_the_threshold_nothing_waits_and_one_tick_serves_every_request() -> None:
+    loop = asyncio.get_running_loop()
+    running = 1
+    pacer = Pacer(loop, interval_s=0.05, busy_above=1, running=lambda: running)
+    start = loop.time()
+    await pacer.wait()
+    assert loop.time() - start < 0.01
+    running = 2
+    waiters = [asyncio.ensure_future(pacer.wait()) for _ in range(3)]
+    await settle()
+    waiters[0].cancel()  # a cancelled request leaves the others' tick alone
+    await asyncio.gather(*waiters[1:])
+    assert 0.04 <= loop.time() - start < 0.5
+    off = Pacer(loop, 0.0, 0, lambda: 100)
+    start = loop.time()
+    await off.wait()
+    assert loop.time() - start < 0.01

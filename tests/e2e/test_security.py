@@ -48,8 +48,11 @@ def _gateway_log(stack: LocalStack, name: str, extra_env: dict[str, str]) -> str
     return Path(service.log_path).read_text()
 
 
-def test_no_prompt_and_no_secret_in_the_logs_by_default(fast_stack: LocalStack) -> None:
-    log = _gateway_log(fast_stack, "gateway-secrets-default", {})
+@pytest.mark.parametrize("keys", [False, True], ids=["open", "with-keys"])
+def test_no_prompt_and_no_secret_in_the_logs_by_default(fast_stack: LocalStack, keys: bool) -> None:
+    # With keys configured the secret is a real key, which the log names (env-1) but never shows.
+    extra_env = {"GATEWAY_API_KEYS": SECRET} if keys else {}
+    log = _gateway_log(fast_stack, f"gateway-secrets-{'keys' if keys else 'open'}", extra_env)
     assert log.count('"request_id"') >= 8  # the requests were logged, without their content
     assert "zebra-quartz" not in log
     assert SECRET not in log and "never-log-me" not in log

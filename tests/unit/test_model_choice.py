@@ -43,6 +43,13 @@ def test_a_copy_of_the_fast_model_keeps_its_small_share(cache: CachePaths, tmp_p
     assert resolve_model(str(_hf_folder(tmp_path, "Tiny-Random-Llama")), cache).memory_share == FAST_MODEL_MEMORY_SHARE
 
 
+def test_placement_is_kept_for_compute_bound_engines_only(cache: CachePaths, tmp_path: Path) -> None:
+    assert not StackConfig.serving(resolve_model(FAST_MODEL_NAME, cache), run_dir=tmp_path).keep_off_engine_cores
+    assert StackConfig.serving(resolve_model(DEFAULT_MODEL_NAME, cache), run_dir=tmp_path).keep_off_engine_cores
+    forced = StackConfig.serving(resolve_model(DEFAULT_MODEL_NAME, cache), run_dir=tmp_path, keep_off_engine_cores=False)
+    assert not forced.keep_off_engine_cores
+
+
 @pytest.mark.parametrize("choice", ["no-such-model", "/nonexistent/folder"])
 def test_unknown_choices_name_the_options(cache: CachePaths, choice: str) -> None:
     with pytest.raises(ValueError, match=FAST_MODEL_NAME):
