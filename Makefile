@@ -4,7 +4,7 @@ VENV   ?= .venv
 PYTHON := $(VENV)/bin/python
 PORT   ?= 9000
 
-.PHONY: install up test unit bench clean
+.PHONY: install up test unit fuzz bench clean
 
 install:
 	@bash scripts/install.sh
@@ -22,6 +22,12 @@ test: install
 # Unit tests only: no Triton, no engine.
 unit: install
 	@$(PYTHON) -m pytest -m "not stack" $(PYTEST_ARGS)
+
+# Fuzzing: schemathesis draws FUZZ_EXAMPLES requests from the gateway's OpenAPI and sends them through the fast
+# stack; none may get a 5xx (tests/e2e/test_fuzz.py; the test suite runs a few hundred).
+FUZZ_EXAMPLES ?= 5000
+fuzz: install
+	@FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(PYTHON) -m pytest tests/e2e/test_fuzz.py -s -p no:cacheprovider $(PYTEST_ARGS)
 
 # The benchmark (README, Performance): end to end against vLLM's own server, and the gateway's own cost.
 # BENCH_ARGS="--part2" runs one part; "--part3" (not in the default run) the GPU token rates on the fast model.

@@ -28,6 +28,7 @@ def main() -> None:
         uvicorn.run(
             "gateway.app:create_app",
             factory=True,
+            http="gateway.http_protocol:BoundedHeadProtocol",  # httptools, with GATEWAY_MAX_HEADER_BYTES
             host=settings.host,
             port=settings.port,
             workers=settings.workers,

@@ -10,8 +10,11 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-NonNegativeInt = Annotated[int, Field(ge=0)]
 PositiveInt = Annotated[int, Field(ge=1)]
+# The engine serializes integer sampling fields as 64-bit integers: a larger value failed inside it (a 502), so it is
+# refused here with a 400, as vLLM's own server bounds its seed.
+Int64 = Annotated[int, Field(ge=-(2**63), le=2**63 - 1)]
+NonNegativeInt64 = Annotated[int, Field(ge=0, le=2**63 - 1)]
 
 
 class _Request(BaseModel):
@@ -31,19 +34,19 @@ class SamplingFields(_Request):
     top_p: float | None = Field(None, gt=0, le=1)
     n: int = Field(1, ge=1, le=128)
     stop: str | list[str] | None = None
-    seed: int | None = None
+    seed: Int64 | None = None
     stream: bool = False
     stream_options: StreamOptions | None = None
     presence_penalty: float | None = Field(None, ge=-2, le=2)
     frequency_penalty: float | None = Field(None, ge=-2, le=2)
     user: str | None = None
     # Extras sent by clients written for vLLM's server.
-    top_k: int | None = Field(None, ge=-1)
+    top_k: int | None = Field(None, ge=-1, le=2**63 - 1)
     min_p: float | None = Field(None, ge=0, le=1)
     repetition_penalty: float | None = Field(None, gt=0)
-    min_tokens: NonNegativeInt | None = None
+    min_tokens: NonNegativeInt64 | None = None
     ignore_eos: bool | None = None
-    stop_token_ids: list[NonNegativeInt] | None = None
+    stop_token_ids: list[NonNegativeInt64] | None = None
 
     @field_validator("stop")
     @classmethod

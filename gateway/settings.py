@@ -58,6 +58,12 @@ class Settings(BaseSettings):
         "for a model missing from it refreshes it at once, one call shared by every request that waits",
     )
     max_body_bytes: int = Field(4 * 1024 * 1024, gt=0, description="larger request bodies get a 413")
+    max_header_bytes: int = Field(
+        64 * 1024,
+        gt=0,
+        description="a request line and headers larger than this get a 431 and the connection is closed (neither "
+        "httptools nor uvicorn bounds them)",
+    )
     triton_metrics_urls: list[str] = Field(
         default_factory=lambda: ["http://localhost:8002/metrics"],
         description="Triton metrics endpoints federated into /metrics (a JSON list)",

@@ -14,6 +14,7 @@ from typing import Any
 from tritonclient.grpc import service_pb2 as pb
 
 from gateway.core.upstream import GenerateChunk, GenerateRequest
+from gateway.errors import bad_request
 
 _LEN = struct.Struct("<I")
 
@@ -30,7 +31,10 @@ def _add_input(request: pb.ModelInferRequest, name: str, datatype: str, raw: byt
 
 
 def _bytes_element(value: str) -> bytes:
-    data = value.encode()
+    try:
+        data = value.encode()
+    except UnicodeEncodeError:  # JSON may escape half of a UTF-16 pair ("\\ud800"), which no UTF-8 text can carry
+        raise bad_request("The request contains text that is not valid Unicode (an unpaired surrogate).") from None
     return _LEN.pack(len(data)) + data
 
 

@@ -15,6 +15,7 @@ from typing import Any
 
 import orjson
 from pydantic import BaseModel
+from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gateway.errors import OpenAIError, send_error
@@ -69,6 +70,28 @@ def request_record(scope: Scope) -> RequestRecord | None:
     return scope.get("state", {}).get("record")
 
 
+def _too_large(max_body_bytes: int) -> str:
+    return f"The request body is larger than {max_body_bytes} bytes."
+
+
+def _bounded(receive: Receive, max_body_bytes: int) -> Receive:
+    """`receive` for a body of unknown length (chunked): past the limit, a 413 instead of reading on. The server
+    enforces a declared Content-Length itself, so only chunked bodies need counting."""
+    received = 0
+
+    async def receive_within_limit() -> Message:
+        nonlocal received
+        message = await receive()
+        if message["type"] == "http.request":
+            received += len(message.get("body", b""))
+            if received > max_body_bytes:
+                # Starlette's exception: FastAPI passes it on while reading a body (it turns others into a 400).
+                raise HTTPException(413, _too_large(max_body_bytes))
+        return message
+
+    return receive_within_limit
+
+
 def _header(scope: Scope, name: bytes) -> bytes | None:
     for key, value in scope.get("headers", ()):
         if key == name:
@@ -101,9 +124,10 @@ class RequestContextMiddleware:
 
         try:
             length = _header(scope, b"content-length")
-            if length is not None and length.isdigit() and int(length) > self.max_body_bytes:
-                too_large = OpenAIError(413, f"The request body is larger than {self.max_body_bytes} bytes.")
-                await send_error(send_with_id, too_large)
+            if length is None:
+                receive = _bounded(receive, self.max_body_bytes)
+            elif length.isdigit() and int(length) > self.max_body_bytes:
+                await send_error(send_with_id, OpenAIError(413, _too_large(self.max_body_bytes)))
                 return
             await self.app(scope, receive, send_with_id)
         finally:
