@@ -20,6 +20,7 @@ from gateway.observability.llm_metrics import LLMMetrics
 from gateway.observability.logs import configure_logging
 from gateway.observability.multiprocess import forget_this_worker
 from gateway.observability.request_context import RequestContextMiddleware
+from gateway.observability.runtime import RuntimeMetrics
 from gateway.routers import health, metrics, models, openai
 from gateway.settings import Settings, get_settings
 from gateway.triton_client import TritonClient
@@ -66,6 +67,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.registry = CollectorRegistry()
     app.state.llm_metrics = LLMMetrics(app.state.registry)
     app.state.admission_metrics = AdmissionMetrics(app.state.registry)
+    app.state.runtime_metrics = RuntimeMetrics(app.state.registry)
     app.state.keys = KeyStore(settings.api_keys, settings.api_keys_file)
     app.state.readiness = health.ReadinessCache(settings.ready_cache_s)
     Instrumentator(registry=app.state.registry, excluded_handlers=["/metrics"]).instrument(app)
