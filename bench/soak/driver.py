@@ -15,6 +15,7 @@ from bench.soak.outcomes import Exchange
 
 _DATA = b"data: "
 _DONE = b"[DONE]"
+_ERROR_EVENT = b'{"error"'  # how the gateway's error events begin (OpenAIError.body)
 _PROMPTS = ["Tell me a story about", "The weather today is", "List three colours:", "Once upon a time"]
 
 
@@ -55,6 +56,8 @@ async def _read_events(response: aiohttp.ClientResponse, exchange: Exchange, lea
                 exchange.done = True
                 return
             exchange.events.append(payload)
+            if payload.startswith(_ERROR_EVENT):
+                continue  # an error event is seen through to its [DONE], never left
             if leave_after is not None and len(exchange.events) >= leave_after:
                 exchange.client_disconnected = True
                 return

@@ -21,6 +21,12 @@ class Check:
     figure: str
 
 
+def recovered(ready_again_s: list[float | None]) -> Check:
+    """The gateway was ready again after each fault (None: it was not, within the soak's patience)."""
+    figure = ", ".join("never" if took is None else f"{took:.1f} s" for took in ready_again_s)
+    return Check("ready again after each fault", all(took is not None for took in ready_again_s), figure)
+
+
 def engine_idle(running: float | None, waiting: float | None, after_s: float) -> Check:
     figure = f"running {running}, waiting {waiting}, {after_s:.1f} s after the load"
     return Check("engine queues empty within 5 s", running == 0 and waiting == 0 and after_s <= 5.0, figure)

@@ -112,8 +112,13 @@ async def _wait_ready(stack: LocalStack, want: bool, timeout_s: float) -> float 
     return None
 
 
-async def _faults(stack: LocalStack, seconds: float, started: float, log: list[str]) -> None:
-    """An engine kill at a fifth of the run, then a Triton restart at half of it (or once the engine is back)."""
+def _seconds(took: float | None) -> str:
+    return "never" if took is None else f"{took:.1f} s"
+
+
+async def _faults(stack: LocalStack, seconds: float, started: float, log: list[str]) -> list[float | None]:
+    """An engine kill at a fifth of the run, then a Triton restart at half of it (or once the engine is back).
+    Returns how long the gateway took to be ready again after each."""
 
     def stamp(text: str) -> None:
         log.append(f"{time.monotonic() - started:6.1f} s  {text}")
@@ -124,14 +129,15 @@ async def _faults(stack: LocalStack, seconds: float, started: float, log: list[s
         process.kill()
     stamp(f"killed the engine ({', '.join(str(p.pid) for p in engines) or 'none found'})")
     noticed = await _wait_ready(stack, False, 30)
-    back = await _wait_ready(stack, True, RECOVERY_TIMEOUT_S)
-    stamp(f"gateway not ready after {noticed} s, ready again after {back} s more")
+    engine_back = await _wait_ready(stack, True, RECOVERY_TIMEOUT_S)
+    stamp(f"gateway not ready after {_seconds(noticed)}, ready again after {_seconds(engine_back)} more")
     await asyncio.sleep(max(0.0, started + seconds * 0.5 - time.monotonic()))
     await asyncio.to_thread(stack.kill_triton)
     stamp("killed Triton")
     await asyncio.to_thread(stack.restart_triton)
-    back = await _wait_ready(stack, True, RECOVERY_TIMEOUT_S)
-    stamp(f"Triton restarted; gateway ready again after {back} s more")
+    triton_back = await _wait_ready(stack, True, RECOVERY_TIMEOUT_S)
+    stamp(f"Triton restarted; gateway ready again after {_seconds(triton_back)} more")
+    return [engine_back, triton_back]
 
 
 async def _engine_idle(stack: LocalStack, timeout_s: float = 5.0) -> report.Check:
@@ -169,12 +175,12 @@ async def soak(stack: LocalStack, seconds: float, clients: int, warm_up_s: float
     load = asyncio.create_task(run_load(plan, stop))
     await asyncio.sleep(warm_up_s)
     rss_warm = gateway.memory_info().rss
-    await _faults(stack, seconds, started, faults)
+    recoveries = await _faults(stack, seconds, started, faults)
     await asyncio.sleep(max(10.0, started + seconds - time.monotonic()))  # always some load after recovery
     stop.set()
     exchanges = await load
     took = time.monotonic() - started
-    checks = [await _engine_idle(stack)]
+    checks = [report.recovered(recoveries), await _engine_idle(stack)]
     await asyncio.sleep(2.0)  # connections closing on both sides
     checks += [
         report.rss_growth(rss_warm, gateway.memory_info().rss),

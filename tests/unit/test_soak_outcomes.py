@@ -85,6 +85,7 @@ def test_hangs_lost_connections_and_garbage_are_failures_and_disconnects_are_not
 
 
 def test_after_checks_pass_and_fail_on_their_figures() -> None:
+    assert report.recovered([21.8, 4.7]).passed and not report.recovered([21.8, None]).passed
     assert report.engine_idle(0, 0, 0.3).passed
     assert not report.engine_idle(1, 0, 5.1).passed
     assert report.rss_growth(100 * 2**20, 109 * 2**20).passed
