@@ -1,7 +1,8 @@
 """The soak's shell: a stack of its own on the fast model (its engine restarted when it dies), the load, one
 engine kill and one Triton restart during it, then the after-checks.
 
-`python -m bench.soak` (`make soak`): SOAK_SECONDS of load (600 unless set), SOAK_CLIENTS clients (128).
+`python -m bench.soak` (`make soak`): SOAK_SECONDS of load (600 unless set), SOAK_CLIENTS clients (128),
+SOAK_MAX_TOKENS tokens per request (32).
 Exits 1 when a request failed or an after-check did not pass.
 """
 
@@ -157,9 +158,13 @@ async def _engine_idle(stack: LocalStack, timeout_s: float = 5.0) -> report.Chec
         await asyncio.sleep(0.25)
 
 
-async def soak(stack: LocalStack, seconds: float, clients: int, warm_up_s: float = 10.0) -> SoakResult:
+async def soak(stack: LocalStack, seconds: float, clients: int, max_tokens: int = 32) -> SoakResult:
     """Load with two faults for at least `seconds` (longer if the faults take longer), then the checks."""
-    plan = LoadPlan(stack.gateway_url, stack.config.model_name, clients, client_timeout_s=GATEWAY_REQUEST_TIMEOUT_S + 10)
+    plan = LoadPlan(
+        stack.gateway_url, stack.config.model_name, clients, max_tokens, client_timeout_s=GATEWAY_REQUEST_TIMEOUT_S + 10
+    )
+    # The memory baseline once the allocator has settled under load, before the first fault.
+    warm_up_s = max(10.0, seconds * 0.15)
     gateway = psutil.Process(stack.gateway.pid)
     # Warm-up alone, then the idle baseline of descriptors and tasks.
     async with aiohttp.ClientSession() as session:
@@ -193,10 +198,10 @@ async def soak(stack: LocalStack, seconds: float, clients: int, warm_up_s: float
     return SoakResult(exchanges, verdicts, faults, [report.no_failures(verdicts), *checks], took)
 
 
-def soak_with_stack(run_dir: Path, seconds: float, clients: int) -> SoakResult:
+def soak_with_stack(run_dir: Path, seconds: float, clients: int, max_tokens: int = 32) -> SoakResult:
     """A stack of its own, the soak, then the stack stopped and checked for orphans."""
     with soak_stack(run_dir) as stack:
-        result = asyncio.run(soak(stack, seconds, clients))
+        result = asyncio.run(soak(stack, seconds, clients, max_tokens))
     result.checks.append(report.no_orphans(stray_processes(run_dir)))
     return result
 
@@ -204,8 +209,9 @@ def soak_with_stack(run_dir: Path, seconds: float, clients: int) -> SoakResult:
 def main() -> None:
     seconds = float(os.environ.get("SOAK_SECONDS", "600"))
     clients = int(os.environ.get("SOAK_CLIENTS", "128"))
+    max_tokens = int(os.environ.get("SOAK_MAX_TOKENS", "32"))
     run_dir = REPO_ROOT / ".run" / time.strftime("soak-%Y%m%d-%H%M%S")
     print(f"soak: a stack in {run_dir} (its logs stay there); {clients} clients for {seconds:.0f} s", flush=True)
-    result = soak_with_stack(run_dir, seconds, clients)
+    result = soak_with_stack(run_dir, seconds, clients, max_tokens)
     print(result.summary())
     sys.exit(0 if result.passed else 1)
