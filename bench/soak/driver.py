@@ -24,7 +24,7 @@ class LoadPlan:
     base_url: str  # the gateway, e.g. http://127.0.0.1:9000
     model: str
     clients: int = 128
-    max_tokens: int = 32
+    max_tokens: int = 128  # see run.SOAK_MAX_TOKENS
     disconnect_share: float = 0.1  # this share of the clients leaves each of its streams early
     client_timeout_s: float = 70.0  # a little above the gateway's GATEWAY_REQUEST_TIMEOUT_S
     seed: int = 23

@@ -2,7 +2,7 @@
 engine kill and one Triton restart during it, then the after-checks.
 
 `python -m bench.soak` (`make soak`): SOAK_SECONDS of load (600 unless set), SOAK_CLIENTS clients (128),
-SOAK_MAX_TOKENS tokens per request (32).
+SOAK_MAX_TOKENS tokens per request (128).
 Exits 1 when a request failed or an after-check did not pass.
 """
 
@@ -35,6 +35,9 @@ from localstack.stack import LocalStack, StackConfig, stray_processes
 GATEWAY_REQUEST_TIMEOUT_S = 60
 # What the model's config adds to the checked-in one: a dead engine is restarted in place.
 RESTART_PARAMETER = 'parameters { key: "RESTART_UNHEALTHY_ENGINE" value: { string_value: "true" } }\n'
+# Tokens per request. The fast engine generates 32 in a fraction of a second, so few streams are mid-way when a
+# fault hits; 128 keeps enough of them open to see error events (13 at 256 tokens and 32 clients, 1 at 32).
+SOAK_MAX_TOKENS = 128
 # How long a fault may keep the model away before the soak gives up on it.
 RECOVERY_TIMEOUT_S = 300.0
 
@@ -158,7 +161,7 @@ async def _engine_idle(stack: LocalStack, timeout_s: float = 5.0) -> report.Chec
         await asyncio.sleep(0.25)
 
 
-async def soak(stack: LocalStack, seconds: float, clients: int, max_tokens: int = 32) -> SoakResult:
+async def soak(stack: LocalStack, seconds: float, clients: int, max_tokens: int = SOAK_MAX_TOKENS) -> SoakResult:
     """Load with two faults for at least `seconds` (longer if the faults take longer), then the checks."""
     plan = LoadPlan(
         stack.gateway_url, stack.config.model_name, clients, max_tokens, client_timeout_s=GATEWAY_REQUEST_TIMEOUT_S + 10
@@ -198,7 +201,7 @@ async def soak(stack: LocalStack, seconds: float, clients: int, max_tokens: int 
     return SoakResult(exchanges, verdicts, faults, [report.no_failures(verdicts), *checks], took)
 
 
-def soak_with_stack(run_dir: Path, seconds: float, clients: int, max_tokens: int = 32) -> SoakResult:
+def soak_with_stack(run_dir: Path, seconds: float, clients: int, max_tokens: int = SOAK_MAX_TOKENS) -> SoakResult:
     """A stack of its own, the soak, then the stack stopped and checked for orphans."""
     with soak_stack(run_dir) as stack:
         result = asyncio.run(soak(stack, seconds, clients, max_tokens))
@@ -209,7 +212,7 @@ def soak_with_stack(run_dir: Path, seconds: float, clients: int, max_tokens: int
 def main() -> None:
     seconds = float(os.environ.get("SOAK_SECONDS", "600"))
     clients = int(os.environ.get("SOAK_CLIENTS", "128"))
-    max_tokens = int(os.environ.get("SOAK_MAX_TOKENS", "32"))
+    max_tokens = int(os.environ.get("SOAK_MAX_TOKENS", str(SOAK_MAX_TOKENS)))
     run_dir = REPO_ROOT / ".run" / time.strftime("soak-%Y%m%d-%H%M%S")
     print(f"soak: a stack in {run_dir} (its logs stay there); {clients} clients for {seconds:.0f} s", flush=True)
     result = soak_with_stack(run_dir, seconds, clients, max_tokens)

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.soak.outcomes import Outcome
 from bench.soak.run import soak_with_stack
 
 # Kills its own stack's engine and Triton; last, so the load does not slow the other tests down.
@@ -19,3 +20,5 @@ def test_every_request_completes_or_fails_explicitly_through_two_faults(tmp_path
     print(result.summary())
     assert len(result.faults) == 4, result.faults
     assert result.passed, result.summary()
+    seen = {verdict.outcome for verdict in result.verdicts}
+    assert {Outcome.COMPLETE, Outcome.ERROR_STATUS, Outcome.CLIENT_DISCONNECT} <= seen, seen
