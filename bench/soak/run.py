@@ -127,7 +127,7 @@ async def _faults(stack: LocalStack, seconds: float, started: float, log: list[s
     def stamp(text: str) -> None:
         log.append(f"{time.monotonic() - started:6.1f} s  {text}")
 
-    await asyncio.sleep(seconds * 0.2)
+    await asyncio.sleep(max(0.0, started + seconds * 0.2 - time.monotonic()))
     engines = stack.engine_processes()
     for process in engines:
         process.kill()
