@@ -41,6 +41,12 @@ def request_body(endpoint: str, stream: bool, model: str, max_tokens: int, promp
     return body
 
 
+def leaves_here(payload: bytes, events_seen: int, leave_after: int | None) -> bool:
+    """Whether a leaving client closes its stream after this event: once it has seen `leave_after` events, but
+    never on an error event, which it follows to its [DONE] so that the error is counted as one."""
+    return leave_after is not None and events_seen >= leave_after and not payload.startswith(_ERROR_EVENT)
+
+
 async def _read_events(response: aiohttp.ClientResponse, exchange: Exchange, leave_after: int | None) -> None:
     """Reads SSE events into `exchange` until [DONE]; with `leave_after`, stops after that many events."""
     buffer = b""
@@ -56,9 +62,7 @@ async def _read_events(response: aiohttp.ClientResponse, exchange: Exchange, lea
                 exchange.done = True
                 return
             exchange.events.append(payload)
-            if payload.startswith(_ERROR_EVENT):
-                continue  # an error event is seen through to its [DONE], never left
-            if leave_after is not None and len(exchange.events) >= leave_after:
+            if leaves_here(payload, len(exchange.events), leave_after):
                 exchange.client_disconnected = True
                 return
 

@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import json
 
+import orjson
 import pytest
 
 from bench.soak import report
+from bench.soak.driver import leaves_here
 from bench.soak.outcomes import FAILURES, Exchange, Outcome, classify
+from gateway.errors import OpenAIError
 
 ERROR = {"error": {"message": "engine gone", "type": "server_error", "param": None, "code": None}}
 
@@ -106,3 +109,11 @@ def test_the_summary_counts_outcomes_by_endpoint_and_shows_the_checks() -> None:
     assert truncated.split()[1:4] == ["1", "0", "1"] and "FAILURE" in truncated
     assert "[FAIL] every request complete or an explicit error: 1 of 4 failed" in text
     assert "[ok] engine queues empty" in text
+
+
+def test_a_leaving_client_leaves_after_its_count_but_never_on_an_error_event() -> None:
+    error_event = orjson.dumps(OpenAIError(503, "engine gone").body())  # as the gateway writes it
+    assert not leaves_here(_chunk("chat"), 1, None)
+    assert not leaves_here(_chunk("chat"), 1, 2)
+    assert leaves_here(_chunk("chat"), 2, 2)
+    assert not leaves_here(error_event, 3, 2)
