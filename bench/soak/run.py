@@ -161,6 +161,13 @@ async def _engine_idle(stack: LocalStack, timeout_s: float = 5.0) -> report.Chec
         await asyncio.sleep(0.25)
 
 
+async def _trace_rss(gateway: psutil.Process, started: float, trace: list[str], every_s: float = 30.0) -> None:
+    """The gateway's RSS through the run: a leak climbs steadily, a high-water mark levels off."""
+    while True:
+        trace.append(f"{time.monotonic() - started:.0f}s:{gateway.memory_info().rss / 2**20:.0f}")
+        await asyncio.sleep(every_s)
+
+
 async def soak(stack: LocalStack, seconds: float, clients: int, max_tokens: int = SOAK_MAX_TOKENS) -> SoakResult:
     """Load with two faults for at least `seconds` (longer if the faults take longer), then the checks."""
     plan = LoadPlan(
@@ -181,12 +188,15 @@ async def soak(stack: LocalStack, seconds: float, clients: int, max_tokens: int 
     faults: list[str] = []
     started = time.monotonic()
     load = asyncio.create_task(run_load(plan, stop))
+    rss_trace: list[str] = []
+    tracer = asyncio.create_task(_trace_rss(gateway, started, rss_trace))
     await asyncio.sleep(warm_up_s)
     rss_warm = gateway.memory_info().rss
     recoveries = await _faults(stack, seconds, started, faults)
     await asyncio.sleep(max(10.0, started + seconds - time.monotonic()))  # always some load after recovery
     stop.set()
     exchanges = await load
+    tracer.cancel()
     took = time.monotonic() - started
     checks = [report.recovered(recoveries), await _engine_idle(stack)]
     await asyncio.sleep(2.0)  # connections closing on both sides
@@ -198,6 +208,7 @@ async def soak(stack: LocalStack, seconds: float, clients: int, max_tokens: int 
         ),
     ]
     verdicts = [classify(exchange) for exchange in exchanges]
+    faults.append("gateway RSS (MiB) every 30 s: " + " ".join(rss_trace))
     return SoakResult(exchanges, verdicts, faults, [report.no_failures(verdicts), *checks], took)
 
 
