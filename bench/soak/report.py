@@ -62,7 +62,7 @@ def summary(
     exchanges: list[Exchange], verdicts: list[Verdict], faults: list[str], checks: list[Check], seconds: float
 ) -> str:
     """The table printed at the end of a soak."""
-    lines = [f"soak: {len(exchanges)} requests in {seconds:.0f} s", "", "faults:"]
+    lines = [f"soak: {len(exchanges)} requests in {seconds:.0f} s", "", "timeline:"]
     lines += [f"  {fault}" for fault in faults] or ["  none"]
     outcomes = list(Outcome)
     labels = sorted({exchange.label for exchange in exchanges})
