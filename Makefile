@@ -4,7 +4,7 @@ VENV   ?= .venv
 PYTHON := $(VENV)/bin/python
 PORT   ?= 9000
 
-.PHONY: install up test unit fuzz bench clean
+.PHONY: install up test unit fuzz bench soak clean
 
 install:
 	@bash scripts/install.sh
@@ -33,6 +33,13 @@ fuzz: install
 # BENCH_ARGS="--part2" runs one part; "--part3" (not in the default run) the GPU token rates on the fast model.
 bench: install
 	@$(PYTHON) -m bench $(BENCH_ARGS)
+
+# The soak (issue 23): 128 clients on the fast model for SOAK_SECONDS (10 minutes), through an engine kill and a
+# Triton restart, on a stack of its own; prints a summary table and fails if any request ended neither complete
+# nor with an explicit error, or if queues, processes, memory, descriptors or tasks are left behind.
+SOAK_SECONDS ?= 600
+soak: install
+	@SOAK_SECONDS=$(SOAK_SECONDS) $(PYTHON) -m bench.soak
 
 clean:
 	rm -rf .run .pytest_cache

@@ -26,6 +26,7 @@ from gateway.observability.upstream_metrics import UpstreamMetrics
 from gateway.observability.request_context import RequestContextMiddleware
 from gateway.resilience.breaker import BreakerBoard
 from gateway.resilience.deadlines import StreamDeadlines
+from gateway.observability.runtime import RuntimeMetrics
 from gateway.routers import health, metrics, models, openai
 from gateway.settings import Settings, get_settings
 from gateway.triton_client import TritonClient
@@ -79,6 +80,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.registry = CollectorRegistry()
     app.state.llm_metrics = LLMMetrics(app.state.registry)
     app.state.admission_metrics = AdmissionMetrics(app.state.registry)
+    app.state.runtime_metrics = RuntimeMetrics(app.state.registry)
     app.state.keys = KeyStore(settings.api_keys, settings.api_keys_file)
     app.state.upstream_metrics = UpstreamMetrics(app.state.registry)
     app.state.caps = Caps(settings.max_n, settings.max_tokens, settings.max_prompts)

@@ -14,6 +14,7 @@ router = APIRouter(tags=["metrics"])
 @router.get("/metrics")
 async def metrics(request: Request) -> Response:
     state = request.app.state
+    state.runtime_metrics.refresh()
     own = exposition(state.registry, state.settings.prometheus_multiproc_dir).decode()
     federated = await state.federation.exposition()
     return Response(own + federated, media_type=CONTENT_TYPE_LATEST)

@@ -120,3 +120,9 @@ def test_responses_admission_did_not_see_carry_the_keys_ratelimit_headers(tmp_pa
         assert invalid.headers["x-ratelimit-limit-tokens"] == "70"
         unlimited = client.post("/v1/completions", headers={"Authorization": "Bearer sk-b"}, json={"prompt": "x"})
         assert not any(name.startswith("x-ratelimit") for name in unlimited.headers)
+
+
+def test_metrics_show_the_workers_asyncio_tasks() -> None:
+    for client in _client():
+        tasks = [line for line in client.get("/metrics").text.splitlines() if line.startswith("gateway_asyncio_tasks")]
+        assert len(tasks) == 1 and float(tasks[0].split()[-1]) >= 1, tasks
