@@ -81,6 +81,10 @@ def _flag(request: Any, name: str, default: bool = False) -> bool:
     return default if value is None else bool(value)
 
 
+# Consecutive unanswered health checks (each waits at least 5 s) before a live engine counts as hung.
+HUNG_AFTER_UNANSWERED = 3
+
+
 class TritonPythonModel:
     @staticmethod
     def auto_complete_config(auto_complete_model_config: Any) -> Any:
@@ -208,9 +212,16 @@ class TritonPythonModel:
         return True
 
     async def _watch_health(self) -> None:
+        unanswered = 0  # checks in a row the engine did not answer in time
         while not self.stopping:
             await asyncio.sleep(self.params.health_check_interval_s)
             if self.stopping or not self.healthy or await self._engine_alive():
+                unanswered = 0
+                continue
+            # A dead engine is declared at once; a silent one only when it stays silent, so that an engine
+            # starved of CPU for a few seconds on a loaded host is not taken for a hung one.
+            unanswered += 1
+            if not self.engine.errored and unanswered < HUNG_AFTER_UNANSWERED:
                 continue
             self._set_healthy(False)
             self.logger.log_error("[vllm] the engine is not healthy")
