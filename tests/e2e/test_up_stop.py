@@ -38,6 +38,22 @@ def _port_is_free(port: int) -> bool:
     return True
 
 
+def _snapshot(make_pid: int, run_dir: Path, output: Path) -> str:
+    """What was still running, and what make and the stack printed, for a stop that hangs."""
+    lines = output.read_text(errors="replace").splitlines()[-15:]
+    try:
+        tree = [psutil.Process(make_pid), *psutil.Process(make_pid).children(recursive=True)]
+    except psutil.NoSuchProcess:
+        tree = []
+    lines += [f"{p.pid} {p.status()}: {' '.join(p.cmdline())[:120]}" for p in tree if p.is_running()]
+    lines += stray_processes(run_dir)
+    for name in ("gateway.log", "triton.log"):
+        log = run_dir / name
+        if log.exists():
+            lines += [f"--- {name}", *log.read_text(errors="replace").splitlines()[-15:]]
+    return "\n".join(lines)
+
+
 @pytest.mark.timeout(900)
 def test_make_up_returns_after_sigterm_only_once_everything_has_exited(tmp_path: Path) -> None:
     run_dir = tmp_path / "up"
@@ -61,7 +77,10 @@ def test_make_up_returns_after_sigterm_only_once_everything_has_exited(tmp_path:
 
         signalled = time.monotonic()
         os.killpg(make.pid, signal.SIGTERM)  # as a CI job's time limit or `kill -TERM -<pgid>` stops it
-        make.wait(timeout=180)
+        try:
+            make.wait(timeout=180)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"make still running 180 s after SIGTERM:\n{_snapshot(make.pid, run_dir, output)}")
         stop_s = time.monotonic() - signalled
         print(f"\nmake returned {stop_s:.1f} s after SIGTERM to its process group")
 
