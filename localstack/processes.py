@@ -111,12 +111,33 @@ def _kill_all(processes: list[psutil.Process], wait_s: float = 10.0) -> None:
     psutil.wait_procs(alive, timeout=wait_s)
 
 
+class SignalFlag:
+    """A flag that a signal handler may set. `threading.Event.set` takes the lock that `Event.wait` holds in
+    the very thread the handler interrupts, so a signal arriving there deadlocks (`make up` hung on SIGTERM)."""
+
+    def __init__(self) -> None:
+        self._set = False
+
+    def set(self) -> None:
+        self._set = True
+
+    def is_set(self) -> bool:
+        return self._set
+
+    def wait(self, timeout_s: float) -> bool:
+        """Sleeps in short steps until set or `timeout_s` passed; returns whether it is set."""
+        deadline = time.monotonic() + timeout_s
+        while not self._set and (left := deadline - time.monotonic()) > 0:
+            time.sleep(min(0.1, left))
+        return self._set
+
+
 def wait_until(
     check,
     timeout_s: float,
     interval_s: float = 0.5,
     while_alive: Service | None = None,
-    unless: threading.Event | None = None,
+    unless: "SignalFlag | None" = None,
 ) -> bool:
     """Polls `check` until it is true; gives up early when `while_alive` has exited or `unless` is set."""
     deadline = time.monotonic() + timeout_s

@@ -28,7 +28,7 @@ from localstack.paths import (
 )
 from localstack.net import http_ok
 from localstack.placement import engine_layout, keep_off_compute_cores
-from localstack.processes import Service, wait_until
+from localstack.processes import Service, SignalFlag, wait_until
 
 
 RUN_MARKER = "LOCALSTACK_RUN_DIR"
@@ -121,7 +121,7 @@ class LocalStack:
         self.gateway: Service | None = None
         self.serving_cores: set[int] = set()
         self._stopping = threading.Event()
-        self._interrupted = threading.Event()
+        self._interrupted = SignalFlag()
         self._placer: threading.Thread | None = None
 
     @property

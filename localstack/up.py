@@ -13,14 +13,14 @@ from __future__ import annotations
 import argparse
 import os
 import signal
-import threading
+
 import time
 from pathlib import Path
 
 from localstack.model_choice import resolve_model
 from localstack.paths import REPO_ROOT, CachePaths, default_cache_dir
 from localstack.stack import LocalStack, StackConfig, StackError
-
+from localstack.processes import SignalFlag
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__)
@@ -34,7 +34,6 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
         default = int(os.environ.get(f"TRITON_{name.upper()}_PORT") or port)
         parser.add_argument(f"--{name}-port", type=int, default=default, help=f"Triton's {name} port")
     return parser.parse_args(argv)
-
 
 def stack_config(args: argparse.Namespace, cache: CachePaths) -> StackConfig:
     """The stack `args` ask for; ValueError when the model or repository named does not exist."""
@@ -54,7 +53,6 @@ def stack_config(args: argparse.Namespace, cache: CachePaths) -> StackConfig:
         return StackConfig.serving(resolve_model(args.model, cache), **settings)
     return StackConfig(**settings)
 
-
 def main(argv: list[str] | None = None) -> int:
     args = _parse(argv)
     try:
@@ -62,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         print(f"[up] {exc}", flush=True)
         return 2
-    stop = threading.Event()
+    stop = SignalFlag()
 
     def on_signal(signum: int, frame: object) -> None:
         stop.set()
@@ -102,7 +100,6 @@ def main(argv: list[str] | None = None) -> int:
         print("[up] stopping...", flush=True)
         stack.stop()
         print("[up] stopped.", flush=True)
-
 
 if __name__ == "__main__":
     raise SystemExit(main())
