@@ -97,6 +97,29 @@ def deadline_error(kind: DeadlineKind) -> OpenAIError:
     )
 
 
+def _retrieve(task: asyncio.Task) -> None:
+    """Marks a read's outcome seen, so that asyncio does not log an unretrieved exception."""
+    if not task.cancelled():
+        task.exception()
+
+
+async def _read_uncancelled(call: grpc.aio.UnaryStreamCall) -> object:
+    """The call's next message, read in a task of its own that is never cancelled.
+
+    Cancelling a task while it awaits grpc.aio's `read()` leaks native memory in grpcio (1.85; grpc/grpc#43360):
+    a soak in which clients leave mid-stream grew the gateway's RSS without bound. So when the reader is
+    cancelled (its client left), the call is cancelled instead, which ends the pending read cleanly.
+    """
+    read = asyncio.ensure_future(call.read())
+    try:
+        return await asyncio.shield(read)
+    except asyncio.CancelledError:
+        if not read.done():
+            call.cancel()
+            read.add_done_callback(_retrieve)
+        raise
+
+
 class TritonClient:
     def __init__(
         self,
@@ -176,8 +199,7 @@ class TritonClient:
         try:
             # Read to the stream's end: Triton closes it after the final response. Cancelling a
             # finished call instead would leave Triton holding the request's state.
-            # read() rather than `async for`: one async generator less per message.
-            while (response := await call.read()) is not grpc.aio.EOF:
+            while (response := await _read_uncancelled(call)) is not grpc.aio.EOF:
                 if watch is not None:
                     watch.on_response()
                 if response.error_message:
@@ -185,7 +207,7 @@ class TritonClient:
                 if not outcome.answered:  # Triton is reachable: a half-open breaker closes without waiting
                     outcome.answered = True
                     if breaker is not None:
-                        breaker.record_success()
+                        breaker.record_reachable()
                 yield decode_response(response.infer_response)
             outcome.code = "OK"
         except grpc.aio.AioRpcError as exc:
@@ -228,8 +250,6 @@ class TritonClient:
         )
         if unavailable:
             breaker.record_unavailable()
-        elif outcome.answered:
-            pass  # its first response closed the breaker already
         elif outcome.code is not None and outcome.deadline is None:
             breaker.record_success()  # Triton answered with a status other than UNAVAILABLE
         else:

@@ -43,8 +43,15 @@ class CircuitBreaker:
         return None
 
     def record_success(self) -> None:
-        """Triton answered (any answer but UNAVAILABLE): it is reachable."""
+        """A request ended with an answer other than UNAVAILABLE: Triton is reachable, the count starts over."""
         self.state, self.consecutive_failures, self.probing = BreakerState.CLOSED, 0, False
+
+    def record_reachable(self) -> None:
+        """A stream's first response: a probe's success closes the breaker at once, without waiting for the
+        stream's end. While closed, the count is left alone: streams that answered and then died with
+        UNAVAILABLE (Triton killed under them) must still add up and open the breaker."""
+        if self.state is not BreakerState.CLOSED:
+            self.record_success()
 
     def record_unavailable(self) -> None:
         if self.state is BreakerState.HALF_OPEN:

@@ -86,3 +86,24 @@ def test_the_board_keeps_one_breaker_per_model_and_lists_the_open_ones() -> None
     clock.now += 5
     assert board.open_models() == []  # cooled down: half-open on the next request, no longer failing fast
     assert not BreakerBoard(0, 5).enabled and board.enabled
+
+
+def test_streams_that_answered_then_died_unavailable_still_open_the_breaker() -> None:
+    """Triton killed under open streams: each had its first response, then ended UNAVAILABLE."""
+    clock = Clock()
+    breaker = _breaker(clock, failures=3)
+    for _ in range(3):
+        breaker.record_reachable()
+    for _ in range(3):
+        breaker.record_unavailable()
+    assert breaker.is_open()
+
+
+def test_a_probes_first_response_closes_the_breaker() -> None:
+    clock = Clock()
+    breaker = _breaker(clock, failures=1)
+    breaker.record_unavailable()
+    clock.now += 10
+    assert breaker.admit() is None
+    breaker.record_reachable()
+    assert breaker.state is BreakerState.CLOSED and breaker.admit() is None
