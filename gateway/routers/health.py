@@ -7,9 +7,8 @@ import time
 from dataclasses import dataclass
 
 from fastapi import APIRouter, Depends, Request
-from fastapi.responses import ORJSONResponse
 
-from gateway.errors import OpenAIError
+from gateway.errors import JSONBytesResponse, OpenAIError
 from gateway.model_map import ModelMap
 from gateway.observability.federation import TritonMetricsFederation
 from gateway.routers.deps import triton
@@ -76,9 +75,9 @@ async def live() -> dict[str, str]:
 
 
 @router.get("/health/ready")
-async def ready(request: Request, client: TritonClient = Depends(triton)) -> ORJSONResponse:
+async def ready(request: Request, client: TritonClient = Depends(triton)) -> JSONBytesResponse:
     state = request.app.state
     if state.drain.draining:  # first, so that load balancers stop sending requests at once
-        return ORJSONResponse({"status": "draining", "reason": "the gateway is shutting down"}, status_code=503)
+        return JSONBytesResponse({"status": "draining", "reason": "the gateway is shutting down"}, status_code=503)
     readiness = await state.readiness.get(client, state.model_map, state.federation)
-    return ORJSONResponse(readiness.body, status_code=200 if readiness.ready else 503)
+    return JSONBytesResponse(readiness.body, status_code=200 if readiness.ready else 503)

@@ -11,7 +11,6 @@ from typing import Any, Protocol
 
 import orjson
 from fastapi import APIRouter, Depends, Request
-from fastapi.responses import ORJSONResponse
 
 from gateway.admission import Admission, Slot, caller_of
 from gateway.core import chat, completions
@@ -19,7 +18,7 @@ from gateway.core.caps import Caps, check_chat, check_completion, with_default_t
 from gateway.core.choices import ChoiceAccumulator, ChoiceDelta, usage
 from gateway.core.tools import ToolCallParser, tool_call_parser
 from gateway.core.upstream import GenerateChunk, GenerateRequest
-from gateway.errors import OpenAIError
+from gateway.errors import JSONBytesResponse, OpenAIError
 from gateway.observability.request_context import request_record
 from gateway.observability.tracker import GenerationTracker
 from gateway.protocol import ChatCompletionRequest, CompletionRequest, SamplingFields
@@ -172,15 +171,15 @@ class Generation:
         await self.slot.release()  # before the last write, so the client's next request sees the tokens counted
         yield self._tail + _DONE
 
-    async def _complete(self, request: Request) -> ORJSONResponse:
+    async def _complete(self, request: Request) -> JSONBytesResponse:
         async with DisconnectWatch(request.receive) as watch:
             async for item in self._chunks():
                 self._deltas(item)
         if watch.disconnected:  # the generation in Triton was stopped by closing its stream
             self._finish("disconnected")
-            return ORJSONResponse(OpenAIError(499, "client disconnected").body(), status_code=499)
+            return JSONBytesResponse(OpenAIError(499, "client disconnected").body(), status_code=499)
         self._finish("ok")
-        return ORJSONResponse(self.render.response(self.acc))
+        return JSONBytesResponse(self.render.response(self.acc))
 
 
 def _tracker(request: Request, model: str, endpoint: str, stream: bool, prompt: Any) -> GenerationTracker:
