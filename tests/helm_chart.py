@@ -30,7 +30,10 @@ _DEFINITIONS = "https://kubernetes.io/api/_definitions.json"
 _META = {"$ref": f"{_DEFINITIONS}#/$defs/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"}
 _SELECTOR = {"$ref": f"{_DEFINITIONS}#/$defs/io.k8s.apimachinery.pkg.apis.meta.v1.LabelSelector"}
 # Prometheus Operator's duration format (its CRDs' pattern for interval and scrapeTimeout).
-_DURATION = {"type": "string", "pattern": r"^(0|(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?(([0-9]+)ms)?)$"}
+_DURATION = {
+    "type": "string",
+    "pattern": r"^(0|(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?(([0-9]+)ms)?)$",
+}
 _SECRET_KEY = {
     "type": "object",
     "additionalProperties": False,

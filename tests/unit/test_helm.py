@@ -22,7 +22,10 @@ from tests.helm_chart import CHART, NAMESPACE, ROOT, by_kind, one, problems, ren
 SCALED: dict[str, Any] = {
     "triton": {"replicas": 3, "hfCache": {"persistence": True}, "hfToken": {"existingSecret": "hf"}},
     "modelRepository": {"source": "pvc", "pvc": {"create": True, "storageClassName": "nfs"}},
-    "monitoring": {"serviceMonitor": {"enabled": True, "labels": {"release": "prom"}}, "grafanaDashboard": {"enabled": True}},
+    "monitoring": {
+        "serviceMonitor": {"enabled": True, "labels": {"release": "prom"}},
+        "grafanaDashboard": {"enabled": True},
+    },
     "gateway": {
         "workers": 2,
         "requiredModels": ["smollm2-135m-instruct"],
@@ -89,7 +92,8 @@ def test_value_sets_render_valid_objects(name: str) -> None:
 def test_value_sets_render_what_they_ask_for(default: list, scaled: list) -> None:
     kinds = lambda objects: sorted(obj["kind"] for obj in objects)  # noqa: E731
     assert kinds(default) == sorted(
-        ["Deployment", "Service", "HorizontalPodAutoscaler", "PodDisruptionBudget", "StatefulSet", "Service", "ConfigMap"]
+        ["Deployment", "Service", "HorizontalPodAutoscaler", "PodDisruptionBudget"]
+        + ["StatefulSet", "Service", "ConfigMap"]
     )
     assert {"ServiceMonitor", "Secret", "PersistentVolumeClaim", "ConfigMap"} <= set(kinds(scaled))
     external = render(EXTERNAL)
@@ -125,9 +129,8 @@ def test_helm_lint_finds_nothing_to_fix() -> None:
         ({"gateway": {"containerSecurityContext": {"runAsUser": "nobody"}}}, "runAsUser"),
         # A misspelt field: only the strict schemas catch it.
         ({"gateway": {"containerSecurityContext": {"readOnlyRootFileSystem": True}}}, "readOnlyRootFileSystem"),
-        ({"triton": {"probes": {"readiness": {"periodSecond": 5}}}}, "periodSecond"),
+        ({"gateway": {"podSecurityContext": {"fsGroup": "nogroup"}}}, "'nogroup' is not of type"),
         ({"monitoring": {"serviceMonitor": {"enabled": True, "interval": "15 seconds"}}}, "15 seconds"),
-        ({"gateway": {"autoscaling": {"enabled": False}, "replicas": "two"}}, "'two' is not of type"),
     ],
 )
 def test_broken_values_fail_validation(values: dict[str, Any], expected: str) -> None:
@@ -138,7 +141,11 @@ def test_broken_values_fail_validation(values: dict[str, Any], expected: str) ->
 
 @pytest.mark.parametrize(
     ("kind", "api_version"),
-    [("HorizontalPodAutoscaler", "autoscaling/v2beta2"), ("PodDisruptionBudget", "policy/v1beta1"), ("Deployment", "apps/v1beta1")],
+    [
+        ("HorizontalPodAutoscaler", "autoscaling/v2beta2"),
+        ("PodDisruptionBudget", "policy/v1beta1"),
+        ("Deployment", "apps/v1beta1"),
+    ],
 )
 def test_removed_apis_fail(default: list, kind: str, api_version: str) -> None:
     obj = {**one(default, kind), "apiVersion": api_version}
@@ -152,7 +159,11 @@ def test_removed_apis_fail(default: list, kind: str, api_version: str) -> None:
     [
         ({"gateway": {"terminationGracePeriodSeconds": 30}}, "must exceed preStopSleepSeconds + drainTimeoutSeconds"),
         ({"triton": {"terminationGracePeriodSeconds": 70}}, "must exceed preStopSleepSeconds + exitTimeoutSeconds"),
-        ({"modelRepository": {"source": "s3"}}, "modelRepository.source must be configMap or pvc"),
+        # values.schema.json: closed objects, so a misspelt key fails instead of keeping a default silently.
+        ({"modelRepository": {"source": "s3"}}, "at '/modelRepository/source': value must be one of"),
+        ({"triton": {"probes": {"readiness": {"periodSecond": 5}}}}, "additional properties 'periodSecond'"),
+        ({"gateway": {"drainTimeoutSecond": 60}}, "additional properties 'drainTimeoutSecond'"),
+        ({"gateway": {"autoscaling": {"enabled": False}, "replicas": "two"}}, "at '/gateway/replicas': got string"),
     ],
 )
 def test_values_the_chart_refuses(values: dict[str, Any], expected: str) -> None:
@@ -237,7 +248,8 @@ def test_hpa_pdb_and_services_select_the_gateway(default: list) -> None:
     deployment = one(default, "Deployment")
     pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
     hpa = one(default, "HorizontalPodAutoscaler")
-    assert hpa["spec"]["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "Deployment", "name": deployment["metadata"]["name"]}
+    target = {"apiVersion": "apps/v1", "kind": "Deployment", "name": deployment["metadata"]["name"]}
+    assert hpa["spec"]["scaleTargetRef"] == target
     assert "replicas" not in deployment["spec"]  # the HPA owns it
     assert gateway_container(default)["resources"]["requests"]["cpu"]  # CPU utilisation needs a request
     assert one(default, "PodDisruptionBudget")["spec"]["selector"] == deployment["spec"]["selector"]
@@ -278,7 +290,8 @@ def test_triton_mounts_our_backend_over_the_stock_one(default: list, compose: di
 def test_triton_gpus_shared_memory_and_probes(scaled: list) -> None:
     pod = triton_pod(scaled)
     container = pod["containers"][0]
-    assert container["resources"]["requests"]["nvidia.com/gpu"] == container["resources"]["limits"]["nvidia.com/gpu"] == 1
+    resources = container["resources"]
+    assert resources["requests"]["nvidia.com/gpu"] == resources["limits"]["nvidia.com/gpu"] == 1
     shm = next(v for v in pod["volumes"] if v["name"] == "dshm")
     assert shm["emptyDir"]["medium"] == "Memory" and shm["emptyDir"]["sizeLimit"]
     assert {"name": "dshm", "mountPath": "/dev/shm"} in container["volumeMounts"]
@@ -353,7 +366,8 @@ def test_service_monitor_scrapes_the_gateway(scaled: list) -> None:
 
 
 def test_grafana_dashboard_is_the_repos(scaled: list) -> None:
-    dashboards = [c for c in by_kind(scaled, "ConfigMap") if c["metadata"]["labels"].get("grafana_dashboard") == "1"]
+    configmaps = by_kind(scaled, "ConfigMap")
+    dashboards = [c for c in configmaps if c["metadata"]["labels"].get("grafana_dashboard") == "1"]
     assert len(dashboards) == 1
     [content] = dashboards[0]["data"].values()
     assert json.loads(content) == json.loads((ROOT / "monitoring/grafana/dashboards/gateway.json").read_text())
