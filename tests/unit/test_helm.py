@@ -16,6 +16,7 @@ import helm_python
 import pytest
 import yaml
 
+from gateway.routing.upstreams import UpstreamEntries
 from gateway.settings import Settings
 from tests.helm_chart import CHART, NAMESPACE, ROOT, by_kind, one, problems, render, rendered_text
 
@@ -199,33 +200,53 @@ def test_gateway_reaches_the_triton_statefulset(scaled: list, monkeypatch: pytes
     statefulset = one(scaled, "StatefulSet")
     headless = one(scaled, "Service", "triton")
     assert headless["spec"]["clusterIP"] == "None"
+    assert headless["spec"]["publishNotReadyAddresses"] is False  # a pod not ready is not picked
     assert statefulset["spec"]["serviceName"] == headless["metadata"]["name"]
     host = f"{headless['metadata']['name']}.{NAMESPACE}.svc.cluster.local"
     ports = {p["name"]: p["port"] for p in headless["spec"]["ports"]}
     env = env_of(gateway_container(scaled))
     assert env["GATEWAY_TRITON_GRPC_URLS"] == f"dns:///{host}:{ports['grpc']}"
-    # Each StatefulSet pod has a stable DNS name under the headless Service: one metrics URL per replica.
-    pods = [f"{statefulset['metadata']['name']}-{i}" for i in range(statefulset["spec"]["replicas"])]
-    expected = [f"http://{pod}.{host}:{ports['metrics']}/metrics" for pod in pods]
-    assert json.loads(env["GATEWAY_TRITON_METRICS_URLS"]) == expected and len(expected) == 3
-    assert env["GATEWAY_REQUIRED_MODELS"] == "smollm2-135m-instruct"
+    # Each address the name resolves to is a replica, scraped on Triton's metrics port (no per-pod list).
+    assert "GATEWAY_TRITON_METRICS_URLS" not in env
     # The settings read what the chart writes.
     for name, value in env.items():
         if isinstance(value, str):
             monkeypatch.setenv(name, value)
     settings = Settings()
-    assert settings.triton_metrics_urls == expected
+    assert settings.upstream_entries == UpstreamEntries(static=(), dns=((host, ports["grpc"]),))
+    assert settings.triton_metrics_port == ports["metrics"]
+    assert settings.required_model_names == ["smollm2-135m-instruct"]
+    assert settings.routing == "prefix"
     assert settings.drain_timeout_s == 30 and settings.workers == 2 and settings.max_in_flight == 64
-    if "triton_grpc_urls" in Settings.model_fields:
-        assert f"{host}:{ports['grpc']}" in str(settings.triton_grpc_urls)
+
+
+def test_external_triton_replicas(monkeypatch: pytest.MonkeyPatch) -> None:
+    env = env_of(gateway_container(render(EXTERNAL)))
+    for name, value in env.items():
+        if isinstance(value, str):
+            monkeypatch.setenv(name, value)
+    settings = Settings()
+    assert settings.upstream_entries == UpstreamEntries(
+        static=("triton-a:8001",), dns=(("triton.gpu.svc.cluster.local", 8001),)
+    )
+    assert settings.triton_metrics_urls == ["http://triton-a:8002/metrics"]
+    with pytest.raises(helm_python.HelmError, match="set gateway.tritonGrpcUrls"):
+        render({"triton": {"enabled": False}})
+
+
+def test_triton_leaves_dns_before_it_stops(default: list) -> None:
+    # The preStop sleep outlasts one DNS refresh of the gateways plus CoreDNS' 5 s TTL: no new request reaches a
+    # Triton after its SIGTERM.
+    refresh = float(env_of(gateway_container(default))["GATEWAY_DNS_REFRESH_S"])
+    sleep = int(triton_pod(default)["containers"][0]["lifecycle"]["preStop"]["exec"]["command"][1])
+    assert sleep >= refresh + 5
 
 
 def test_gateway_settings_names_exist(scaled: list) -> None:
-    # Every GATEWAY_* variable the chart sets is a setting (the multi-replica ones arrive with issue 24's routing).
-    coming = {"GATEWAY_TRITON_GRPC_URLS", "GATEWAY_REQUIRED_MODELS", "GATEWAY_ROUTING"}
+    # Every GATEWAY_* variable the chart sets is a setting (a misspelt one would be ignored by the gateway).
     known = {f"GATEWAY_{name.upper()}" for name in Settings.model_fields}
     names = {name for name in env_of(gateway_container(scaled)) if name.startswith("GATEWAY_")}
-    assert names - known <= coming, names - known
+    assert names <= known, names - known
 
 
 def test_gateway_secrets(scaled: list) -> None:

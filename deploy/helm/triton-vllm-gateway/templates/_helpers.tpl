@@ -45,27 +45,15 @@ app.kubernetes.io/component: triton
 {{ include "tvg.tritonName" . }}.{{ .Release.Namespace }}.svc.{{ .Values.clusterDomain }}
 {{- end -}}
 
-{{/* GATEWAY_TRITON_GRPC_URLS: comma-separated; dns:/// entries are re-resolved by the gateway. */}}
+{{/* GATEWAY_TRITON_GRPC_URLS: comma-separated; dns:/// entries are re-resolved by the gateway every
+GATEWAY_DNS_REFRESH_S, one replica per address, each scraped on GATEWAY_TRITON_METRICS_PORT. */}}
 {{- define "tvg.tritonGrpcUrls" -}}
 {{- if .Values.gateway.tritonGrpcUrls -}}
 {{- join "," .Values.gateway.tritonGrpcUrls -}}
-{{- else -}}
+{{- else if .Values.triton.enabled -}}
 dns:///{{ include "tvg.tritonHost" . }}:{{ .Values.triton.ports.grpc }}
-{{- end -}}
-{{- end -}}
-
-{{/* GATEWAY_TRITON_METRICS_URLS (a JSON list): each StatefulSet pod by its stable DNS name. */}}
-{{- define "tvg.tritonMetricsUrls" -}}
-{{- if .Values.gateway.tritonMetricsUrls -}}
-{{- toJson .Values.gateway.tritonMetricsUrls -}}
 {{- else -}}
-{{- $urls := list -}}
-{{- $name := include "tvg.tritonName" . -}}
-{{- $host := include "tvg.tritonHost" . -}}
-{{- range $i := until (int .Values.triton.replicas) -}}
-{{- $urls = append $urls (printf "http://%s-%d.%s:%d/metrics" $name $i $host (int $.Values.triton.ports.metrics)) -}}
-{{- end -}}
-{{- toJson $urls -}}
+{{- fail "triton.enabled is false: set gateway.tritonGrpcUrls to the Triton replicas" -}}
 {{- end -}}
 {{- end -}}
 
