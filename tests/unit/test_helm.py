@@ -260,9 +260,10 @@ def test_gateway_secrets(scaled: list) -> None:
     mount = next(m for m in container["volumeMounts"] if m["name"] == "keys")
     assert "subPath" not in mount
     assert env["GATEWAY_API_KEYS_FILE"] == f"{mount['mountPath']}/keys.jsonl"
-    # Workers share metrics in a writable folder (the root filesystem is read-only).
-    assert env["PROMETHEUS_MULTIPROC_DIR"].startswith("/tmp/")
+    # Several workers share metrics in a folder the gateway makes under /tmp: writable under a read-only root.
+    assert env["GATEWAY_WORKERS"] == "2" and "PROMETHEUS_MULTIPROC_DIR" not in env
     assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    assert {"name": "tmp", "mountPath": "/tmp"} in container["volumeMounts"]
 
 
 def test_hpa_pdb_and_services_select_the_gateway(default: list) -> None:
