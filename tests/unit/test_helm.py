@@ -18,7 +18,7 @@ import yaml
 
 from gateway.routing.upstreams import UpstreamEntries
 from gateway.settings import Settings
-from tests.helm_chart import CHART, NAMESPACE, ROOT, by_kind, one, problems, render, rendered_text
+from tests.helm_chart import CHART, NAMESPACE, RELEASE, ROOT, by_kind, one, problems, render, rendered_text
 
 SCALED: dict[str, Any] = {
     "triton": {"replicas": 3, "hfCache": {"persistence": True}, "hfToken": {"existingSecret": "hf"}},
@@ -119,6 +119,15 @@ def test_helm_lint_finds_nothing_to_fix() -> None:
     assert report["errors"] == []
     # Severity 1 is informational ("icon is recommended"); 2 and 3 are warnings and errors.
     assert [m for m in report["messages"] if m["severity"] >= 2] == []
+
+
+def test_the_packaged_chart_carries_the_linked_files(tmp_path: Path) -> None:
+    # files/ links to the repository's model_repository/ and dashboard; `helm package` must copy them in.
+    archive = helm_python.package(CHART, destination=tmp_path)
+    values = {"monitoring": {"grafanaDashboard": {"enabled": True}}}
+    with helm_python.Chart.load(archive) as chart:
+        packaged = chart.render(values, name=RELEASE, namespace=NAMESPACE, is_install=True)
+    assert [doc for text in packaged.values() for doc in yaml.safe_load_all(text) if doc] == render(values)
 
 
 # --- broken values and APIs fail ------------------------------------------------------------------------------
