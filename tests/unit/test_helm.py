@@ -275,6 +275,16 @@ def test_gateway_secrets(scaled: list) -> None:
     assert {"name": "tmp", "mountPath": "/tmp"} in container["volumeMounts"]
 
 
+def test_new_keys_reach_running_pods_and_a_new_redis_url_rolls_them(scaled: list) -> None:
+    def template(gateway: dict[str, Any]) -> dict[str, Any]:
+        values = {**SCALED, "gateway": {**SCALED["gateway"], **gateway}}
+        return one(render(values), "Deployment")["spec"]["template"]
+
+    before = one(scaled, "Deployment")["spec"]["template"]
+    assert template({"apiKeys": {"keysFile": '{"name": "b", "key": "sk-b"}\n'}}) == before
+    assert template({"redis": {"url": "redis://other:6379/0"}}) != before
+
+
 def test_hpa_pdb_and_services_select_the_gateway(default: list) -> None:
     deployment = one(default, "Deployment")
     pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
