@@ -94,7 +94,7 @@ def test_value_sets_render_what_they_ask_for(default: list, scaled: list) -> Non
     kinds = lambda objects: sorted(obj["kind"] for obj in objects)  # noqa: E731
     assert kinds(default) == sorted(
         ["Deployment", "Service", "HorizontalPodAutoscaler", "PodDisruptionBudget"]
-        + ["StatefulSet", "Service", "ConfigMap"]
+        + ["StatefulSet", "Service", "ConfigMap", "PodDisruptionBudget"]
     )
     assert {"ServiceMonitor", "Secret", "PersistentVolumeClaim", "ConfigMap"} <= set(kinds(scaled))
     external = render(EXTERNAL)
@@ -158,7 +158,7 @@ def test_broken_values_fail_validation(values: dict[str, Any], expected: str) ->
     ],
 )
 def test_removed_apis_fail(default: list, kind: str, api_version: str) -> None:
-    obj = {**one(default, kind), "apiVersion": api_version}
+    obj = {**one(default, kind, "gateway"), "apiVersion": api_version}
     found = problems([obj])
     assert [p.version for p in found] == ["1.29.0", "1.37.0"]
     assert all("Couldn't find schema" in p.message for p in found)
@@ -293,12 +293,13 @@ def test_hpa_pdb_and_services_select_the_gateway(default: list) -> None:
     assert hpa["spec"]["scaleTargetRef"] == target
     assert "replicas" not in deployment["spec"]  # the HPA owns it
     assert gateway_container(default)["resources"]["requests"]["cpu"]  # CPU utilisation needs a request
-    assert one(default, "PodDisruptionBudget")["spec"]["selector"] == deployment["spec"]["selector"]
+    assert one(default, "PodDisruptionBudget", "gateway")["spec"]["selector"] == deployment["spec"]["selector"]
     assert one(default, "Service", "gateway")["spec"]["selector"].items() <= pod_labels.items()
     statefulset = one(default, "StatefulSet")
     triton_labels = statefulset["spec"]["template"]["metadata"]["labels"]
     assert one(default, "Service", "triton")["spec"]["selector"].items() <= triton_labels.items()
     assert not one(default, "Service", "triton")["spec"]["selector"].items() <= pod_labels.items()
+    assert one(default, "PodDisruptionBudget", "triton")["spec"]["selector"] == statefulset["spec"]["selector"]
 
 
 # --- Triton ---------------------------------------------------------------------------------------------------
