@@ -10,11 +10,12 @@ install:
 	@bash scripts/install.sh
 
 # MODEL=<a prepared model: smollm2-135m-instruct (default), tiny-random-llama; or a Hugging Face folder>,
+# REPLICAS=<n Triton replicas behind the gateway, each with its own engine; ports + 100 per replica>,
 # or MODEL_REPOSITORY=<a Triton model repository, served as it is>.
 # `exec`: Python replaces the recipe's shell, so that on SIGTERM make waits for it to stop the stack (a shell in
 # between dies of the signal at once, and make with it, while the stack is still stopping).
 up: install
-	@exec env GATEWAY_PORT=$(PORT) MODEL="$(MODEL)" MODEL_REPOSITORY="$(MODEL_REPOSITORY)" $(PYTHON) -m localstack.up
+	@exec env GATEWAY_PORT=$(PORT) MODEL="$(MODEL)" MODEL_REPOSITORY="$(MODEL_REPOSITORY)" REPLICAS="$(REPLICAS)" $(PYTHON) -m localstack.up
 
 test: install
 	@$(PYTHON) -m pytest $(PYTEST_ARGS)
