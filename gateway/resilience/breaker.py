@@ -111,5 +111,9 @@ class BreakerBoard:
             self.breakers[model] = breaker
         return breaker
 
+    def reset(self) -> None:
+        """Every breaker closed, cool-downs forgotten: the replica answered again after an outage."""
+        self.breakers.clear()
+
     def open_models(self) -> list[str]:
         return sorted(model for model, breaker in self.breakers.items() if breaker.is_open())

@@ -146,6 +146,8 @@ class Fleet:
         except OpenAIError:
             replica.reachable = False
             raise
+        if not replica.reachable:  # back after an outage: its breakers' cool-downs must not keep it out longer
+            replica.client.breakers.reset()
         replica.reachable = True
         replica.server_ready = await replica.client.server_ready()
         return entries

@@ -125,3 +125,11 @@ def test_failed_probes_back_off_up_to_a_bound_and_a_success_resets() -> None:
     breaker.record_success()
     breaker.record_unavailable()
     assert breaker.admit() == 10.0
+
+
+def test_reset_forgets_every_open_breaker() -> None:
+    board = BreakerBoard(1, 10.0, Clock())
+    board.for_model("m").record_unavailable()
+    assert board.open_models() == ["m"]
+    board.reset()
+    assert board.open_models() == [] and board.for_model("m").admit() is None
