@@ -250,7 +250,7 @@ def test_repeated_unavailable_opens_the_breaker_then_a_probe_closes_it(gateway: 
 def test_a_client_disconnect_is_counted_as_a_cancellation(gateway: Gateway) -> None:
     gw = gateway
     before = gw.metric("gateway_triton_cancellations_total", model=gw.model, reason="closed")
-    before = _settled(gw)
+    engine_before = _settled(gw)
     engines: list[psutil.Process] = []
     try:
         with httpx.stream("POST", f"{gw.url}/v1/completions", json=_long_completion(gw.model, True), timeout=30) as r:
@@ -259,6 +259,6 @@ def test_a_client_disconnect_is_counted_as_a_cancellation(gateway: Gateway) -> N
         time.sleep(0.7)
     finally:
         _resume(engines)
-    _assert_cancelled_in_the_engine(gw, before)
+    _assert_cancelled_in_the_engine(gw, engine_before)
     assert gw.metric("gateway_triton_cancellations_total", model=gw.model, reason="closed") == before + 1
     assert gw.metric("gateway_triton_streams_total", model=gw.model, code="CANCELLED") >= 1
