@@ -2,7 +2,7 @@
 queues GATEWAY_MAX_QUEUED 8, bursts at four times that, then the after-checks and the table.
 
 `python -m bench.overload` (`make overload`): OVERLOAD_BURSTS bursts (5) of OVERLOAD_SIZE requests (64) of
-OVERLOAD_MAX_TOKENS tokens (32). Exits 1 when a request ended neither complete nor refused with Retry-After, or
+OVERLOAD_MAX_TOKENS tokens (256: each burst keeps the gateway saturated for seconds). Exits 1 when a request ended neither complete nor refused with Retry-After, or
 when something is left held afterwards. The latency targets are reported, not enforced.
 """
 
@@ -99,7 +99,7 @@ def main() -> None:
     plan_args = {
         "bursts": int(os.environ.get("OVERLOAD_BURSTS", "5")),
         "size": int(os.environ.get("OVERLOAD_SIZE", "64")),
-        "max_tokens": int(os.environ.get("OVERLOAD_MAX_TOKENS", "32")),
+        "max_tokens": int(os.environ.get("OVERLOAD_MAX_TOKENS", "256")),
     }
     run_dir = REPO_ROOT / ".run" / time.strftime("overload-%Y%m%d-%H%M%S")
     print(f"overload: a fast stack in {run_dir} (its logs stay there)", flush=True)
