@@ -26,6 +26,7 @@ class BurstPlan:
     max_tokens: int = 32
     client_timeout_s: float = 60.0  # past it a request counts as hung
     pause_s: float = 0.5  # between bursts
+    settle_s: float = 0.5  # after a burst starts, when the lone client begins: the burst's arrival is over
 
 
 async def _read_stream(response: aiohttp.ClientResponse, exchange: Exchange) -> None:
@@ -87,21 +88,49 @@ async def probe_liveness(
     return latencies
 
 
-async def run_bursts(plan: BurstPlan) -> tuple[list[Attempt], list[float | None]]:
-    """Every burst's attempts, and the liveness probes taken while they ran."""
+async def probe_generation(
+    plan: BurstPlan, stop: asyncio.Event, saturated: asyncio.Event, every_s: float = 0.05
+) -> list[Attempt]:
+    """A lone client's unstreamed completions, one at a time on a connection of its own, while `saturated`
+    (once a burst's own arrival is over): what one more client sees of a gateway already full."""
     attempts: list[Attempt] = []
-    stop, saturated = asyncio.Event(), asyncio.Event()
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=None)) as session:
+        while not stop.is_set():
+            await saturated.wait()
+            if stop.is_set():
+                break
+            attempt = await one_attempt(session, plan, False, -1)
+            attempt.lone = True
+            attempts.append(attempt)
+            await asyncio.sleep(every_s)
+    return attempts
+
+
+async def _saturate(saturated: asyncio.Event, after_s: float) -> None:
+    await asyncio.sleep(after_s)
+    saturated.set()
+
+
+async def run_bursts(plan: BurstPlan) -> tuple[list[Attempt], list[float | None]]:
+    """Every burst's attempts and the lone client's, and the liveness probes taken while the bursts ran."""
+    attempts: list[Attempt] = []
+    stop, saturated, settled = asyncio.Event(), asyncio.Event(), asyncio.Event()
     prober = asyncio.create_task(probe_liveness(plan.base_url, stop, saturated))
+    lone = asyncio.create_task(probe_generation(plan, stop, settled))
     # A connection per request: a burst opens them all at once, as separate clients would.
     connector = aiohttp.TCPConnector(limit=0)
     async with aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=None)) as session:
         for burst in range(plan.bursts):
             saturated.set()
+            settling = asyncio.create_task(_saturate(settled, plan.settle_s))
             attempts += await asyncio.gather(
                 *(one_attempt(session, plan, index % 2 == 0, burst) for index in range(plan.size))
             )
+            settling.cancel()
             saturated.clear()
+            settled.clear()
             await asyncio.sleep(plan.pause_s)
     stop.set()
-    saturated.set()  # lets the prober see `stop`
-    return attempts, await prober
+    saturated.set()  # lets the probers see `stop`
+    settled.set()
+    return attempts + await lone, await prober

@@ -39,7 +39,7 @@ def test_every_request_ends_complete_or_refused_with_retry_after(result: tuple[O
     print(run.summary())  # the figures, for whoever runs it with -s
     outcomes = run.figures.outcomes
     assert not run.figures.failures, run.summary()  # nothing hung, nothing else went wrong
-    assert sum(outcomes.values()) == BURSTS * SIZE
+    assert sum(outcomes.values()) >= BURSTS * SIZE  # the bursts' and the lone client's
     assert outcomes["complete"] >= BURSTS * MAX_IN_FLIGHT, run.summary()  # at least the slots' worth
     assert outcomes["refused"] >= BURSTS * (SIZE - MAX_IN_FLIGHT - MAX_QUEUED) // 2, run.summary()
     assert set(run.figures.refusal_codes) == {"server_busy"}, run.figures.refusal_codes
