@@ -4,7 +4,7 @@ VENV   ?= .venv
 PYTHON := $(VENV)/bin/python
 PORT   ?= 9000
 
-.PHONY: install up test unit fuzz bench soak clean
+.PHONY: install up test unit fuzz bench soak overload clean
 
 install:
 	@bash scripts/install.sh
@@ -41,6 +41,12 @@ bench: install
 SOAK_SECONDS ?= 600
 soak: install
 	@SOAK_SECONDS=$(SOAK_SECONDS) $(PYTHON) -m bench.soak
+
+# Overload (issue 23): bursts at four times a gateway's capacity (GATEWAY_MAX_IN_FLIGHT 8, GATEWAY_MAX_QUEUED 8)
+# on a fast stack of its own; prints the refusal and liveness latencies against their targets, and fails if a
+# request ended neither complete nor refused with Retry-After, or if anything stays held afterwards.
+overload: install
+	@$(PYTHON) -m bench.overload
 
 clean:
 	rm -rf .run .pytest_cache
