@@ -29,6 +29,7 @@ from vllm_backend.cancels import CancelWatch  # noqa: E402
 from vllm_backend.chat import ChatError, parse_messages, parse_template_kwargs, render_chat  # noqa: E402
 from vllm_backend.compat import (  # noqa: E402  the only module that imports vLLM
     CLIENT_ERRORS,
+    describe,
     engine_answers,
     engine_tokenizer,
     multimodal_prompt,
@@ -150,6 +151,7 @@ class TritonPythonModel:
             self.loop, self.params.stream_pace_s, self.params.stream_pace_above, lambda: len(self.cancels.running)
         )
         self.reaper = Reaper()
+        self.logger.log_info(f"[vllm] {describe()}")
         self.engine = self._run(self._start_engine())
         self.tokenizer = self._run(engine_tokenizer(self.engine))
         self._set_healthy(True)

@@ -88,6 +88,13 @@ def chosen(feature: str) -> str | None:
     return None if alternative is None or not alternative.names else alternative.key
 
 
+def describe() -> str:
+    """For the load log: the release (read, never used to choose) and what was chosen."""
+    version = getattr(importlib.import_module("vllm"), "__version__", "unknown")
+    picked = ", ".join(f"{name}={chosen(name) or 'none'}" for name in CHOICES)
+    return f"vLLM {version} from {importlib.import_module('vllm').__file__}; compat: {picked}"
+
+
 def _get(path: str) -> Any:
     module, _, attr = path.rpartition(".")
     return _import_attr(module, attr)
