@@ -37,6 +37,18 @@ class Render(Protocol):
     def response(self, acc: ChoiceAccumulator) -> dict[str, Any]: ...
 
 
+class Wire(Protocol):
+    """How a stream is framed and ended, and what runs once a generation succeeded: a hook for endpoints whose
+    stream differs from chat's (the Responses API names its events and sends no [DONE])."""
+
+    done: bytes
+
+    def frame(self, payload: dict[str, Any]) -> bytes: ...
+    def closing(self, acc: ChoiceAccumulator) -> list[dict[str, Any]]: ...
+    def failure(self, exc: OpenAIError) -> list[dict[str, Any]]: ...
+    async def succeeded(self, acc: ChoiceAccumulator) -> None: ...
+
+
 _DONE = b"data: [DONE]\n\n"
 # Server-sent events, written as plain framed bytes: one send per event and no per-event
 # task or timeout, which a profile showed to cost more than the rest of the gateway.
@@ -45,6 +57,28 @@ _SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 def _event(payload: dict[str, Any]) -> bytes:
     return b"data: " + orjson.dumps(payload) + b"\n\n"
+
+
+class ChatWire:
+    """Chat and completions: `data:` events, the usage chunk when asked for, then [DONE]."""
+
+    done = _DONE
+
+    def __init__(self, render: Render, body: SamplingFields) -> None:
+        self.render = render
+        self.body = body
+
+    def frame(self, payload: dict[str, Any]) -> bytes:
+        return _event(payload)
+
+    def closing(self, acc: ChoiceAccumulator) -> list[dict[str, Any]]:
+        return [self.render.usage_chunk(acc)] if self.body.include_usage else []
+
+    def failure(self, exc: OpenAIError) -> list[dict[str, Any]]:
+        return [exc.body()]
+
+    async def succeeded(self, acc: ChoiceAccumulator) -> None:
+        return None
 
 
 def _outcome(exc: OpenAIError) -> str:
@@ -63,8 +97,10 @@ class Generation:
         tracker: GenerationTracker,
         top_logprobs: int | None,
         slot: Slot,
+        wire: Wire | None = None,
     ) -> None:
         self.client = client
+        self.wire = wire or ChatWire(render, body)
         self.slot = slot
         if slot.counts_tokens:  # every response carries counts, so that a stream cut short is counted too
             upstreams = [replace(upstream, sparse_outputs=False) for upstream in upstreams]
@@ -142,7 +178,7 @@ class Generation:
     def _frames(self, item: tuple[int, GenerateChunk]) -> bytes:
         """The events of one backend response, framed and joined: one write, whatever the choices. The last
         response's events are held back, to go out with the usage chunk and [DONE] in the stream's last write."""
-        frames = b"".join([_event(payload) for payload in self._payloads(item)])
+        frames = b"".join([self.wire.frame(payload) for payload in self._payloads(item)])
         if item[1].final and len(self.upstreams) == 1:
             self._tail = frames
             return b""
@@ -157,20 +193,20 @@ class Generation:
             async for item in rest:
                 if frames := self._frames(item):
                     yield frames
-            if self.body.include_usage:
-                self._tail += _event(self.render.usage_chunk(self.acc))
+            self._tail += b"".join([self.wire.frame(payload) for payload in self.wire.closing(self.acc)])
             self._finish("ok")
+            await self.wire.succeeded(self.acc)
         except OpenAIError as exc:
             # Headers are gone: the error travels as an event, and the stream still ends properly.
             self._finish(_outcome(exc), exc.type)
-            self._tail += _event(exc.body())
+            self._tail += b"".join([self.wire.frame(payload) for payload in self.wire.failure(exc)])
         except (asyncio.CancelledError, GeneratorExit):
             self._finish("disconnected")
             raise
         finally:
             await rest.aclose()
         await self.slot.release()  # before the last write, so the client's next request sees the tokens counted
-        yield self._tail + _DONE
+        yield self._tail + self.wire.done
 
     async def _complete(self, request: Request) -> ORJSONResponse:
         async with DisconnectWatch(request.receive) as watch:
@@ -180,6 +216,7 @@ class Generation:
             self._finish("disconnected")
             return ORJSONResponse(OpenAIError(499, "client disconnected").body(), status_code=499)
         self._finish("ok")
+        await self.wire.succeeded(self.acc)
         return ORJSONResponse(self.render.response(self.acc))
 
 
