@@ -228,6 +228,7 @@ class LocalStack:
                 "GATEWAY_TRITON_GRPC_URL": f"127.0.0.1:{cfg.grpc_port}",
                 "GATEWAY_TRITON_METRICS_URLS": f'["{self.triton_metrics_url}"]',
                 RUN_MARKER: str(cfg.run_dir),  # its workers too are found by `stray_processes`
+                "GATEWAY_DATA_DIR": str(cfg.run_dir / f"{name}-data"),  # its stored responses, not the repo's
                 **cfg.gateway_env,
                 **(extra_env or {}),
             }
