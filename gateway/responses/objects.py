@@ -52,7 +52,7 @@ def response_object(
     """The response object in any state: `in_progress` (no output yet), `completed`, `incomplete` (the token limit
     was reached) or `failed` (with `error`)."""
     incomplete = {"reason": "max_output_tokens"} if status == "incomplete" else None
-    return {
+    response = {
         "id": response_id,
         "object": "response",
         "created_at": created_at,
@@ -74,10 +74,15 @@ def response_object(
         "tools": _tools(request),
         "top_p": 1.0 if request.top_p is None else request.top_p,
         "truncation": "disabled",
-        "usage": usage(*tokens) if tokens is not None else None,
-        "user": request.user,
         "metadata": request.metadata or {},
     }
+    # OpenAI's examples show `usage: null` and `user: null`, but its schema makes neither nullable: left out
+    # when there is nothing to say, which the schema and the SDKs both accept.
+    if tokens is not None:
+        response["usage"] = usage(*tokens)
+    if request.user is not None:
+        response["user"] = request.user
+    return response
 
 
 def deleted(response_id: str) -> dict[str, Any]:
