@@ -1,6 +1,8 @@
 """The Responses API on the real stack (the fast model): the OpenAI SDK's `responses.create` and `.stream`,
 stored responses and conversation state, keys, bad input, and client disconnects. The model's text is random:
-the tests check structure, never content."""
+the tests check structure, never content. Function calls need a model that writes them (the random one fills a
+forced call's JSON with whitespace until the token limit): they are in tests/e2e/test_responses_tools.py, on
+SmolLM2."""
 
 from __future__ import annotations
 
@@ -150,37 +152,6 @@ def test_json_schema_output(gateway: str, model: str, stream: bool) -> None:
     assert response.text.format.type == "json_schema"
 
 
-def test_function_call_round_trip(gateway: str, model: str) -> None:
-    client = _client(gateway)
-    first = client.responses.create(model=model, input="What is the weather in Paris?", tools=[WEATHER],
-                                    tool_choice="required", max_output_tokens=60)
-    calls = [item for item in first.output if item.type == "function_call"]
-    assert calls and calls[0].name == "get_weather", first.output
-    assert "city" in json.loads(calls[0].arguments)
-    second = client.responses.create(
-        model=model,
-        previous_response_id=first.id,
-        input=[{"type": "function_call_output", "call_id": calls[0].call_id, "output": '{"sky": "clear"}'}],
-        tools=[WEATHER],
-        tool_choice="none",
-        max_output_tokens=12,
-    )
-    assert second.previous_response_id == first.id and second.output[0].type == "message"
-    # the first exchange was in the prompt of the second
-    assert second.usage.input_tokens > first.usage.input_tokens
-    items = client.responses.input_items.list(second.id)
-    assert [item.type for item in items.data] == ["function_call_output"]
-
-
-def test_streamed_function_call(gateway: str, model: str) -> None:
-    events = _events(gateway, {"model": model, "input": "Weather in Rome?", "tools": [WEATHER],
-                               "tool_choice": {"type": "function", "name": "get_weather"}, "max_output_tokens": 60})
-    final = check_stream(events)
-    done = [e for e in events if e["type"] == "response.function_call_arguments.done"]
-    assert done and done[0]["name"] == "get_weather"
-    assert [item["type"] for item in final["output"]] == ["function_call"] * len(done)
-
-
 def test_input_items_are_paginated(gateway: str, model: str) -> None:
     messages = [{"role": "user", "content": f"message {i}"} for i in range(5)]
     created = _post(gateway, {"model": model, "input": messages, "max_output_tokens": 2}).json()
@@ -252,7 +223,7 @@ def _engine(stack: LocalStack, name: str, model: str) -> float:
 
 
 def test_a_client_disconnect_cancels_the_engine_request(fast_stack: LocalStack, gateway: str, model: str) -> None:
-    body = {"model": model, "input": "Tell a very long story.", "max_output_tokens": 4000, "stream": True}
+    body = {"model": model, "input": "Tell a very long story.", "max_output_tokens": 1900, "stream": True}
     with httpx.stream("POST", f"{gateway}/v1/responses", json=body, headers={"Authorization": f"Bearer {ALICE}"},
                       timeout=30) as response:  # fmt: skip
         lines = response.iter_lines()
