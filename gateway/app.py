@@ -26,7 +26,8 @@ from gateway.observability.request_context import RequestContextMiddleware
 from gateway.resilience.breaker import BreakerBoard
 from gateway.resilience.deadlines import StreamDeadlines
 from gateway.observability.runtime import RuntimeMetrics
-from gateway.routers import health, metrics, models, openai
+from gateway.responses.store import ResponseStore, database_url
+from gateway.routers import health, metrics, models, openai, responses
 from gateway.settings import Settings, get_settings
 from gateway.routing.fleet import Fleet, FleetConfig
 from gateway.routing.metrics import RoutingMetrics
@@ -76,8 +77,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         metrics_urls = app.state.fleet.metrics_urls if settings.triton_grpc_urls else lambda: settings.triton_metrics_urls
         app.state.federation = TritonMetricsFederation(metrics_urls, settings.metrics_timeout_s)
         app.state.admission = build_admission(settings, app.state.admission_metrics, app.state.federation)
+        app.state.responses = ResponseStore(database_url(settings.database_url, settings.data_dir))
+        await app.state.responses.migrate()
         stop = asyncio.Event()
         background = [asyncio.create_task(app.state.keys.watch(stop))]
+        if settings.responses_retention_s is not None:
+            background.append(asyncio.create_task(app.state.responses.sweep_forever(settings.responses_retention_s, stop)))
         if app.state.admission.engine_queues is not None:
             background.append(asyncio.create_task(app.state.admission.engine_queues.run(stop)))
         if not app.state.keys.table.required:
@@ -92,6 +97,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             stop.set()
             await asyncio.gather(*background, return_exceptions=True)
             await app.state.admission.limiter.close()
+            await app.state.responses.close()
             await signals.close()
             await app.state.federation.close()
             await app.state.fleet.close()
@@ -113,6 +119,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     Instrumentator(registry=app.state.registry, excluded_handlers=["/metrics"]).instrument(app)
     install_error_handlers(app)
     app.include_router(openai.router)
+    app.include_router(responses.router)
     app.include_router(models.router)
     app.include_router(health.router)
     app.include_router(metrics.router)

@@ -170,6 +170,18 @@ class Settings(BaseSettings):
         description="after SIGTERM, how long generations in flight may run before they are cut with an error "
         "event; the process exits a few seconds later (keep Kubernetes' grace period above preStop plus this)",
     )
+    # The Responses API's store (gateway/responses/).
+    data_dir: str = Field("data", description="the gateway's data folder: the default SQLite store of responses")
+    database_url: str | None = Field(
+        None,
+        description="postgresql://user:password@host:port/db: the responses store on PostgreSQL (asyncpg) instead "
+        "of SQLite in GATEWAY_DATA_DIR (any SQLAlchemy async URL works)",
+    )
+    responses_retention_s: float | None = Field(
+        30 * 24 * 3600.0,
+        gt=0,
+        description="stored responses older than this are removed (a sweep runs in the background); unset: kept",
+    )
     log_level: str = "info"
     log_content: bool = Field(False, description="put prompts and outputs in the request logs")
 

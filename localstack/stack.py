@@ -266,6 +266,7 @@ class LocalStack:
                 "GATEWAY_PORT": str(port),
                 **self._upstream_env(),
                 RUN_MARKER: str(cfg.run_dir),  # its workers too are found by `stray_processes`
+                "GATEWAY_DATA_DIR": str(cfg.run_dir / f"{name}-data"),  # its stored responses, not the repo's
                 **cfg.gateway_env,
                 **(extra_env or {}),
             }
