@@ -67,6 +67,9 @@ def family_specs(max_model_len: int) -> list[FamilySpec]:
         FamilySpec("vllm:num_requests_running", GAUGE, "Number of requests currently running on the engine."),
         FamilySpec("vllm:num_requests_waiting", GAUGE, "Number of requests waiting to be processed."),
         FamilySpec("vllm:kv_cache_usage_perc", GAUGE, "KV-cache usage. 1 means 100 percent usage."),
+        # Beyond the stock backend: what prefix-aware routing buys (hits / queries, per replica).
+        FamilySpec("vllm:prefix_cache_queries_total", COUNTER, "Prefix cache queries, in queried tokens."),
+        FamilySpec("vllm:prefix_cache_hits_total", COUNTER, "Prefix cache hits, in cached tokens."),
     ]  # fmt: skip
 
 
@@ -98,6 +101,12 @@ def updates_from_stats(scheduler_stats: Any, iteration_stats: Any) -> list[Updat
         updates.append(("vllm:num_requests_running", "set", getattr(scheduler_stats, "num_running_reqs", 0)))
         updates.append(("vllm:num_requests_waiting", "set", getattr(scheduler_stats, "num_waiting_reqs", 0)))
         updates.append(("vllm:kv_cache_usage_perc", "set", getattr(scheduler_stats, KV_USAGE_FIELD, 0.0)))
+        prefix = getattr(scheduler_stats, "prefix_cache_stats", None)
+        if prefix is not None:
+            if queries := getattr(prefix, "queries", 0):
+                updates.append(("vllm:prefix_cache_queries_total", "inc", queries))
+            if hits := getattr(prefix, "hits", 0):
+                updates.append(("vllm:prefix_cache_hits_total", "inc", hits))
     return updates
 
 
