@@ -37,10 +37,12 @@ bench: install
 
 # The soak (issue 23): 128 clients on the fast model for SOAK_SECONDS (10 minutes), through an engine kill and a
 # Triton restart, on a stack of its own; prints a summary table and fails if any request ended neither complete
-# nor with an explicit error, or if queues, processes, memory, descriptors or tasks are left behind.
+# nor with an explicit error, or if queues, processes, memory, descriptors or tasks are left behind. Then the
+# fuzzing's FUZZ_EXAMPLES (5,000) requests.
 SOAK_SECONDS ?= 600
 soak: install
 	@SOAK_SECONDS=$(SOAK_SECONDS) $(PYTHON) -m bench.soak
+	@FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(PYTHON) -m pytest tests/e2e/test_fuzz.py -s -p no:cacheprovider $(PYTEST_ARGS)
 
 # Overload (issue 23): bursts at four times a gateway's capacity (GATEWAY_MAX_IN_FLIGHT 8, GATEWAY_MAX_QUEUED 8)
 # on a fast stack of its own; prints the refusal and liveness latencies against their targets, and fails if a
