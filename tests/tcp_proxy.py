@@ -1,31 +1,75 @@
-"""A TCP proxy for end-to-end tests that stands between the gateway and Triton and can stall or refuse.
+"""A fault-injecting TCP proxy for end-to-end tests, standing between the gateway and Triton.
 
-It runs its own asyncio loop in a thread, so that synchronous tests can drive it. `pause()` holds every byte in
-both directions (an upstream that stops answering, with the connection still up); `refuse()` drops every
-connection and closes new ones at once (an upstream that is gone); `forward()` goes back to normal.
+It runs its own asyncio loop in a thread, so that synchronous tests can drive it. The faults:
+- `delay(up_s, down_s)`: latency added to every byte, per direction (up: towards Triton; down: back);
+- `pause()`: every byte is held in both directions (an upstream that stops answering, with the connection up);
+  `forward()` delivers what was held;
+- `black_hole()`: bytes are read and dropped, and new connections are accepted but never connected upstream
+  (a peer that vanished without a word). Leaving it resets the connections that lost bytes;
+- `reset(after_bytes=None)`: every open connection is reset (RST, SO_LINGER 0) at once, or once `after_bytes`
+  more bytes have gone down it;
+- `refuse()`: open connections are reset and the port stops listening (connection refused) until `forward()`.
+`forward()` ends every fault and goes back to normal.
 """
 
 from __future__ import annotations
 
 import asyncio
+import socket
+import struct
 import threading
+from dataclasses import dataclass, field
 from typing import Literal
 
-Mode = Literal["forward", "paused", "refusing"]
+Mode = Literal["forward", "paused", "black_hole", "refusing"]
+Direction = Literal["up", "down"]
 
 
-class StallingProxy:
+def _reset(writer: asyncio.StreamWriter) -> None:
+    """Closes with a RST rather than a FIN: SO_LINGER on, with a zero timeout."""
+    if writer.transport.is_closing():
+        return
+    sock = writer.get_extra_info("socket")
+    if sock is not None:
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        except OSError:
+            pass
+    writer.transport.abort()
+
+
+@dataclass(eq=False)
+class _Connection:
+    client: asyncio.StreamWriter
+    upstream: asyncio.StreamWriter | None = None
+    reset_budget: int | None = None  # bytes still allowed down before a RST; None: no reset armed
+    lost_bytes: bool = False  # a black hole dropped some of its bytes: it cannot carry on
+    delivered_at: dict[str, float] = field(default_factory=lambda: {"up": 0.0, "down": 0.0})
+
+    def writers(self) -> list[asyncio.StreamWriter]:
+        return [w for w in (self.client, self.upstream) if w is not None]
+
+    def reset(self) -> None:
+        for writer in self.writers():
+            _reset(writer)
+
+
+class FaultProxy:
     def __init__(self, target_host: str, target_port: int) -> None:
         self.target = (target_host, target_port)
         self.port = 0
         self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, name="stalling-proxy", daemon=True)
+        self._thread = threading.Thread(target=self._loop.run_forever, name="fault-proxy", daemon=True)
         self._flowing: asyncio.Event | None = None
         self._mode: Mode = "forward"
-        self._writers: set[asyncio.StreamWriter] = set()
+        self._delay: dict[str, float] = {"up": 0.0, "down": 0.0}
+        self._connections: set[_Connection] = set()
         self._server: asyncio.Server | None = None
+        self.accepted = 0  # connections accepted so far (a test can see the gateway reconnect)
 
-    def start(self) -> StallingProxy:
+    # The test's side: each call returns once the fault is in place.
+
+    def start(self) -> FaultProxy:
         self._thread.start()
         self._call(self._start())
         return self
@@ -36,72 +80,151 @@ class StallingProxy:
         self._thread.join(10)
         self._loop.close()
 
+    def forward(self) -> None:
+        self._call(self._set_mode("forward", clear_delay=True))
+
     def pause(self) -> None:
         self._call(self._set_mode("paused"))
 
-    def forward(self) -> None:
-        self._call(self._set_mode("forward"))
+    def black_hole(self) -> None:
+        self._call(self._set_mode("black_hole"))
 
     def refuse(self) -> None:
         self._call(self._set_mode("refusing"))
 
-    def _call(self, coroutine: object) -> None:
-        asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(10)  # type: ignore[arg-type]
+    def delay(self, up_s: float = 0.0, down_s: float = 0.0) -> None:
+        self._call(self._set_delay(up_s, down_s))
+
+    def reset(self, after_bytes: int | None = None) -> int:
+        """Resets the open connections (now, or after `after_bytes` more bytes down each); returns how many."""
+        return self._call(self._arm_reset(after_bytes))
+
+    def _call(self, coroutine: object) -> object:
+        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(10)  # type: ignore[arg-type]
+
+    # The loop's side.
 
     async def _start(self) -> None:
         self._flowing = asyncio.Event()
         self._flowing.set()
-        self._server = await asyncio.start_server(self._accept, "127.0.0.1", 0)
+        await self._listen()
+
+    async def _listen(self) -> None:
+        self._server = await asyncio.start_server(self._accept, "127.0.0.1", self.port, reuse_address=True)
         self.port = self._server.sockets[0].getsockname()[1]
 
     async def _stop(self) -> None:
-        assert self._server is not None
-        self._server.close()
-        self._drop_all()
-        await self._server.wait_closed()
+        if self._server is not None:
+            self._server.close()
+        self._reset_all()
+        if self._server is not None:
+            await self._server.wait_closed()
 
-    async def _set_mode(self, mode: Mode) -> None:
+    async def _set_mode(self, mode: Mode, clear_delay: bool = False) -> None:
         assert self._flowing is not None
-        self._mode = mode
+        previous, self._mode = self._mode, mode
+        if clear_delay:
+            self._delay = {"up": 0.0, "down": 0.0}
         if mode == "paused":
             self._flowing.clear()
             return
         self._flowing.set()
+        if previous == "black_hole":  # their byte streams have holes: like a real black hole's, they end
+            for connection in [c for c in self._connections if c.lost_bytes]:
+                self._drop(connection)
         if mode == "refusing":
-            self._drop_all()
+            self._reset_all()
+            if self._server is not None:
+                self._server.close()
+                self._server = None
+        elif self._server is None:
+            await self._listen()
 
-    def _drop_all(self) -> None:
-        for writer in list(self._writers):
-            writer.transport.abort()
-        self._writers.clear()
+    async def _set_delay(self, up_s: float, down_s: float) -> None:
+        self._delay = {"up": up_s, "down": down_s}
+
+    async def _arm_reset(self, after_bytes: int | None) -> int:
+        connections = list(self._connections)
+        for connection in connections:
+            if after_bytes is None or after_bytes <= 0:
+                self._drop(connection)
+            else:
+                connection.reset_budget = after_bytes
+        return len(connections)
+
+    def _drop(self, connection: _Connection) -> None:
+        connection.reset()
+        self._connections.discard(connection)
+
+    def _reset_all(self) -> None:
+        for connection in list(self._connections):
+            self._drop(connection)
 
     async def _accept(self, client_reader: asyncio.StreamReader, client_writer: asyncio.StreamWriter) -> None:
-        if self._mode == "refusing":
-            client_writer.transport.abort()
+        self.accepted += 1
+        if self._mode == "refusing":  # accepted just before the port closed
+            _reset(client_writer)
+            return
+        connection = _Connection(client_writer)
+        self._connections.add(connection)
+        if self._mode == "black_hole":  # never connected upstream: what the client sends goes nowhere
+            connection.lost_bytes = True
+            await self._swallow(client_reader, connection)
             return
         try:
-            upstream_reader, upstream_writer = await asyncio.open_connection(*self.target)
+            upstream_reader, connection.upstream = await asyncio.open_connection(*self.target)
         except OSError:
-            client_writer.transport.abort()
+            self._drop(connection)
             return
-        self._writers.update((client_writer, upstream_writer))
         await asyncio.gather(
-            self._pipe(client_reader, upstream_writer, client_writer),
-            self._pipe(upstream_reader, client_writer, upstream_writer),
+            self._pipe(client_reader, connection.upstream, connection, "up"),
+            self._pipe(upstream_reader, client_writer, connection, "down"),
         )
 
+    async def _swallow(self, reader: asyncio.StreamReader, connection: _Connection) -> None:
+        try:
+            while await reader.read(65536):
+                pass
+        except (ConnectionError, OSError):
+            pass
+        finally:
+            self._drop(connection)
+
     async def _pipe(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, other: asyncio.StreamWriter
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, connection: _Connection, way: Direction
     ) -> None:
         assert self._flowing is not None
         try:
             while data := await reader.read(65536):
                 await self._flowing.wait()  # paused: what was read waits here, and nothing more is read
-                writer.write(data)
-                await writer.drain()
+                if self._mode == "black_hole":
+                    connection.lost_bytes = True
+                    continue
+                if way == "down" and connection.reset_budget is not None:
+                    if len(data) >= connection.reset_budget:
+                        writer.write(data[: connection.reset_budget])
+                        await writer.drain()
+                        self._drop(connection)
+                        return
+                    connection.reset_budget -= len(data)
+                await self._deliver(writer, data, connection, way)
         except (ConnectionError, OSError):
             pass
         finally:
-            for end in (writer, other):
-                self._writers.discard(end)
-                end.transport.abort()
+            self._drop(connection)
+
+    async def _deliver(self, writer: asyncio.StreamWriter, data: bytes, connection: _Connection, way: Direction) -> None:
+        """Writes `data` after the direction's delay, in order, without holding up the reads behind it."""
+        delay = self._delay[way]
+        if delay <= 0 and connection.delivered_at[way] <= self._loop.time():
+            writer.write(data)
+            await writer.drain()
+            return
+        at = max(self._loop.time() + delay, connection.delivered_at[way])
+        connection.delivered_at[way] = at
+        self._loop.call_at(at, self._write_if_open, writer, data)
+
+    @staticmethod
+    def _write_if_open(writer: asyncio.StreamWriter, data: bytes) -> None:
+        if not writer.transport.is_closing():
+            writer.write(data)

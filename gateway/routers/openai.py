@@ -11,7 +11,6 @@ from typing import Any, Protocol
 
 import orjson
 from fastapi import APIRouter, Depends, Request
-from fastapi.responses import ORJSONResponse
 
 from gateway.admission import Admission, Slot, caller_of
 from gateway.core import chat, completions
@@ -19,14 +18,14 @@ from gateway.core.caps import Caps, check_chat, check_completion, with_default_t
 from gateway.core.choices import ChoiceAccumulator, ChoiceDelta, usage
 from gateway.core.tools import ToolCallParser, tool_call_parser
 from gateway.core.upstream import GenerateChunk, GenerateRequest
-from gateway.errors import OpenAIError
+from gateway.errors import JSONBytesResponse, OpenAIError
 from gateway.observability.request_context import request_record
 from gateway.observability.tracker import GenerationTracker
 from gateway.protocol import ChatCompletionRequest, CompletionRequest, SamplingFields
 from gateway.routers.deps import admission, resolve_model, triton
 from gateway.routers.disconnects import DisconnectWatch, EventStreamResponse
 from gateway.streams import coalesced, merge
-from gateway.triton_client import TritonClient
+from gateway.routing.fleet import Fleet
 
 router = APIRouter(tags=["openai"])
 
@@ -90,7 +89,7 @@ class Generation:
 
     def __init__(
         self,
-        client: TritonClient,
+        client: Fleet,
         upstreams: list[GenerateRequest],
         render: Render,
         body: SamplingFields,
@@ -208,16 +207,16 @@ class Generation:
         await self.slot.release()  # before the last write, so the client's next request sees the tokens counted
         yield self._tail + self.wire.done
 
-    async def _complete(self, request: Request) -> ORJSONResponse:
+    async def _complete(self, request: Request) -> JSONBytesResponse:
         async with DisconnectWatch(request.receive) as watch:
             async for item in self._chunks():
                 self._deltas(item)
         if watch.disconnected:  # the generation in Triton was stopped by closing its stream
             self._finish("disconnected")
-            return ORJSONResponse(OpenAIError(499, "client disconnected").body(), status_code=499)
+            return JSONBytesResponse(OpenAIError(499, "client disconnected").body(), status_code=499)
         self._finish("ok")
         await self.wire.succeeded(self.acc)
-        return ORJSONResponse(self.render.response(self.acc))
+        return JSONBytesResponse(self.render.response(self.acc))
 
 
 def _tracker(request: Request, model: str, endpoint: str, stream: bool, prompt: Any) -> GenerationTracker:
@@ -242,7 +241,7 @@ def _tool_parser(request: Request, model: str) -> ToolCallParser:
 async def create_completion(
     body: CompletionRequest,
     request: Request,
-    client: TritonClient = Depends(triton),
+    client: Fleet = Depends(triton),
     gate: Admission = Depends(admission),
 ) -> Any:
     caps: Caps = request.app.state.caps
@@ -260,7 +259,7 @@ async def create_completion(
 async def create_chat_completion(
     body: ChatCompletionRequest,
     request: Request,
-    client: TritonClient = Depends(triton),
+    client: Fleet = Depends(triton),
     gate: Admission = Depends(admission),
 ) -> Any:
     caps: Caps = request.app.state.caps

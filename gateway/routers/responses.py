@@ -17,7 +17,7 @@ from gateway.responses.render import ResponsesRender
 from gateway.responses.store import ChainTooLong, ResponseStore
 from gateway.routers.deps import admission, resolve_model, triton
 from gateway.routers.openai import Generation, _request_id, _tool_parser, _tracker
-from gateway.triton_client import TritonClient
+from gateway.routing.fleet import Fleet
 
 router = APIRouter(tags=["responses"])
 
@@ -48,7 +48,7 @@ async def _history(request: Request, body: ResponsesRequest) -> list[dict[str, A
 async def create_response(
     body: ResponsesRequest,
     request: Request,
-    client: TritonClient = Depends(triton),
+    client: Fleet = Depends(triton),
     gate: Admission = Depends(admission),
 ) -> Any:
     body.refuse_unsupported()

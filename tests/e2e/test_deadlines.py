@@ -19,7 +19,8 @@ from localstack.net import free_port, http_ok
 from localstack.processes import Service, wait_until
 from localstack.stack import LocalStack
 from tests.metrics_text import sample_value
-from tests.tcp_proxy import StallingProxy
+from tests.engine_counts import EngineCounts, assert_cancelled, settled
+from tests.tcp_proxy import FaultProxy
 
 STALL_S = 1.5
 FIRST_TOKEN_S = 5.0
@@ -29,7 +30,7 @@ LONG = 2000  # tokens (the fast model's context is 2048): seconds of generation,
 @dataclass
 class Gateway:
     url: str
-    proxy: StallingProxy
+    proxy: FaultProxy
     service: Service
     stack: LocalStack
 
@@ -47,7 +48,7 @@ class Gateway:
 
 @pytest.fixture(scope="module")
 def gateway(fast_stack: LocalStack) -> Iterator[Gateway]:
-    proxy = StallingProxy("127.0.0.1", fast_stack.config.grpc_port).start()
+    proxy = FaultProxy("127.0.0.1", fast_stack.config.grpc_port).start()
     port = free_port()
     env = {
         "GATEWAY_TRITON_GRPC_URL": f"127.0.0.1:{proxy.port}",
@@ -77,18 +78,14 @@ def _long_completion(model: str, stream: bool) -> dict:
     return {"model": model, "prompt": "Go on:", "max_tokens": LONG, "ignore_eos": True, "stream": stream}
 
 
-def _finished(gw: Gateway) -> float:
-    """Requests the engine finished (vLLM counts an aborted request in none of its per-request histograms)."""
-    return gw.engine("vllm:e2e_request_latency_seconds_count")
+def _settled(gw: Gateway) -> EngineCounts:
+    """The engine's counts before a request, once those of the requests before it have landed."""
+    return settled(gw.stack.triton_metrics_url, gw.model)
 
 
-def _assert_cancelled_in_the_engine(gw: Gateway, finished_before: float) -> None:
-    """The request left vLLM without finishing: aborted, since its Triton request was cancelled."""
-    assert wait_until(lambda: gw.engine("vllm:num_requests_running") == 0, 10, 0.1), "still running in the engine"
-    settled = gw.engine("vllm:generation_tokens_total")
-    time.sleep(1.5)
-    assert gw.engine("vllm:generation_tokens_total") == settled, "the engine kept generating"
-    assert _finished(gw) == finished_before, "the request ran to its end: it was not cancelled"
+def _assert_cancelled_in_the_engine(gw: Gateway, before: EngineCounts) -> None:
+    """The long request left vLLM without finishing: aborted, since its Triton request was cancelled."""
+    assert_cancelled(gw.stack.triton_metrics_url, gw.model, before, LONG)
 
 
 def _suspend_engines(stack: LocalStack) -> list[psutil.Process]:
@@ -132,21 +129,21 @@ def _stream_with_engine_stalled(gw: Gateway) -> list[str]:
 def test_a_stall_after_the_first_byte_ends_the_stream_with_an_error_event_and_cancels(gateway: Gateway) -> None:
     gw = gateway
     for _ in range(3):  # on a loaded machine the engine may finish before it is stopped: then there is no stall
-        finished_before = _finished(gw)
+        before = _settled(gw)
         events = _stream_with_engine_stalled(gw)
         assert events[-1] == "data: [DONE]"
         if '"error"' in events[-2]:
             break
     error = json.loads(events[-2].removeprefix("data: "))["error"]
     assert error["code"] == "stall_timeout" and error["type"] == "timeout", error
-    _assert_cancelled_in_the_engine(gw, finished_before)
+    _assert_cancelled_in_the_engine(gw, before)
     assert gw.metric("gateway_deadlines_fired_total", model=gw.model, kind="stall") >= 1
     assert gw.metric("gateway_triton_cancellations_total", model=gw.model, reason="deadline") >= 1
 
 
 def test_no_first_response_in_time_is_a_504_before_the_first_byte(gateway: Gateway) -> None:
     gw = gateway
-    finished_before = _finished(gw)
+    before = _settled(gw)
     gw.proxy.pause()  # the request waits in the proxy; it reaches Triton together with its cancel
     try:
         started = time.monotonic()
@@ -157,7 +154,7 @@ def test_no_first_response_in_time_is_a_504_before_the_first_byte(gateway: Gatew
     assert response.status_code == 504, response.text
     assert response.json()["error"]["code"] == "first_token_timeout"
     assert took < 15  # well before the total deadline (600 s); not a speed check
-    _assert_cancelled_in_the_engine(gw, finished_before)
+    _assert_cancelled_in_the_engine(gw, before)
     assert gw.metric("gateway_deadlines_fired_total", model=gw.model, kind="first_token") >= 1
 
 
@@ -253,7 +250,7 @@ def test_repeated_unavailable_opens_the_breaker_then_a_probe_closes_it(gateway: 
 def test_a_client_disconnect_is_counted_as_a_cancellation(gateway: Gateway) -> None:
     gw = gateway
     before = gw.metric("gateway_triton_cancellations_total", model=gw.model, reason="closed")
-    finished_before = _finished(gw)
+    engine_before = _settled(gw)
     engines: list[psutil.Process] = []
     try:
         with httpx.stream("POST", f"{gw.url}/v1/completions", json=_long_completion(gw.model, True), timeout=30) as r:
@@ -262,6 +259,6 @@ def test_a_client_disconnect_is_counted_as_a_cancellation(gateway: Gateway) -> N
         time.sleep(0.7)
     finally:
         _resume(engines)
-    _assert_cancelled_in_the_engine(gw, finished_before)
+    _assert_cancelled_in_the_engine(gw, engine_before)
     assert gw.metric("gateway_triton_cancellations_total", model=gw.model, reason="closed") == before + 1
     assert gw.metric("gateway_triton_streams_total", model=gw.model, code="CANCELLED") >= 1

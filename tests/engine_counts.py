@@ -1,0 +1,76 @@
+"""What vLLM's engine counted, read from Triton's metrics, for tests that check a request was cancelled.
+
+The backend applies the engine's statistics from a thread (backend/vllm_backend/metrics.py), so they can lag a
+request's last byte: an earlier request (a warm-up, a probe) may be counted after the test read its baseline.
+`settled` waits for the counts to stop moving, and the checks compare what only the long request can move.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+
+from localstack.processes import wait_until
+
+# A request that generated more than this ran long: only the tests' long requests (2000 tokens) do.
+LONG_RUN_TOKENS = 1000
+
+
+def _families(url: str) -> list:
+    return list(text_string_to_metric_families(httpx.get(url, timeout=10).text))
+
+
+def _value(families: list, name: str, model: str, **labels: str) -> float:
+    for family in families:
+        for sample in family.samples:
+            if sample.name == name and sample.labels.get("model") == model:
+                if all(sample.labels.get(k) is not None and float(sample.labels[k]) == float(v) for k, v in labels.items()):
+                    return sample.value
+    return 0.0
+
+
+@dataclass(frozen=True)
+class EngineCounts:
+    running: float
+    waiting: float
+    generated: float  # vllm:generation_tokens_total
+    long_finished: float  # requests that finished with more than LONG_RUN_TOKENS tokens
+
+    @classmethod
+    def read(cls, metrics_url: str, model: str) -> EngineCounts:
+        families = _families(metrics_url)
+        finished = _value(families, "vllm:request_generation_tokens_count", model)
+        short = _value(families, "vllm:request_generation_tokens_bucket", model, le=str(LONG_RUN_TOKENS))
+        return cls(
+            running=_value(families, "vllm:num_requests_running", model),
+            waiting=_value(families, "vllm:num_requests_waiting", model),
+            generated=_value(families, "vllm:generation_tokens_total", model),
+            long_finished=finished - short,
+        )
+
+
+def settled(metrics_url: str, model: str, quiet_s: float = 0.5, timeout_s: float = 15.0) -> EngineCounts:
+    """The counts once the engine is idle and they stayed still for `quiet_s`."""
+    deadline = time.monotonic() + timeout_s
+    last = EngineCounts.read(metrics_url, model)
+    while time.monotonic() < deadline:
+        time.sleep(quiet_s)
+        now = EngineCounts.read(metrics_url, model)
+        if now == last and now.running == 0 and now.waiting == 0:
+            return now
+        last = now
+    raise AssertionError(f"the engine's counts did not settle within {timeout_s} s: {last}")
+
+
+def assert_cancelled(metrics_url: str, model: str, before: EngineCounts, long_tokens: int) -> None:
+    """The long request (`long_tokens` tokens, ignore_eos) begun after `before` left the engine unfinished:
+    aborted, since its Triton request was cancelled. A request that ran to its end would have generated all
+    its tokens and been counted among the long finished ones."""
+    assert wait_until(lambda: EngineCounts.read(metrics_url, model).running == 0, 10, 0.1), "still running"
+    after = settled(metrics_url, model, quiet_s=1.0)
+    assert after.long_finished == before.long_finished, f"the request ran to its end: not cancelled ({after})"
+    generated = after.generated - before.generated
+    assert generated < long_tokens, f"the engine generated {generated} tokens: all of the request's"
