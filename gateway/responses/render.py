@@ -3,6 +3,7 @@ response object at the end. It is both the `Render` and the `Wire` of the gatewa
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -17,6 +18,7 @@ from gateway.responses.objects import response_object
 from gateway.responses.protocol import ResponsesRequest
 from gateway.responses.translate import new_id, output_items
 
+log = logging.getLogger("gateway.responses")
 OnDone = Callable[[dict[str, Any]], Awaitable[None]]
 
 
@@ -100,4 +102,7 @@ class ResponsesRender:
         if self.final is None:
             self.final = self.result(acc, int(time.time()))
         if self.on_done is not None:
-            await self.on_done(self.final)
+            try:
+                await self.on_done(self.final)
+            except Exception:  # the answer is made: the client gets it, and the log says it was not kept
+                log.exception("response %s could not be stored", self.response_id)

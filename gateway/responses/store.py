@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import JSON, Column, Float, ForeignKey, Integer, MetaData, String, Table, delete, event, select
+from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 log = logging.getLogger("gateway.responses")
@@ -21,7 +22,13 @@ log = logging.getLogger("gateway.responses")
 SCHEMA_VERSION = 1
 _metadata = MetaData()
 
-schema_version = Table("responses_schema_version", _metadata, Column("version", Integer, nullable=False))
+# One row (id 1): two processes starting at once cannot both record a version.
+schema_version = Table(
+    "responses_schema_version",
+    _metadata,
+    Column("id", Integer, primary_key=True),
+    Column("version", Integer, nullable=False),
+)
 responses = Table(
     "responses",
     _metadata,
@@ -75,7 +82,18 @@ class ResponseStore:
                 cursor.close()
 
     async def migrate(self) -> int:
-        """Brings the schema to SCHEMA_VERSION; returns the version found before (0: an empty database)."""
+        """Brings the schema to SCHEMA_VERSION; returns the version found before (0: an empty database). Workers
+        starting together race on an empty database: the loser retries and finds the schema made."""
+        for attempt in range(5):
+            try:
+                return await self._migrate()
+            except (IntegrityError, OperationalError, ProgrammingError):
+                if attempt == 4:
+                    raise
+                await asyncio.sleep(0.2 * (attempt + 1))
+        raise AssertionError("unreachable")
+
+    async def _migrate(self) -> int:
         async with self.engine.begin() as connection:
             await connection.run_sync(lambda sync: schema_version.create(sync, checkfirst=True))
             found = (await connection.execute(select(schema_version.c.version))).scalar()
@@ -85,7 +103,7 @@ class ResponseStore:
             for version in range(current + 1, SCHEMA_VERSION + 1):
                 await connection.run_sync(_MIGRATIONS[version])
             if found is None:
-                await connection.execute(schema_version.insert().values(version=SCHEMA_VERSION))
+                await connection.execute(schema_version.insert().values(id=1, version=SCHEMA_VERSION))
             elif current != SCHEMA_VERSION:
                 await connection.execute(schema_version.update().values(version=SCHEMA_VERSION))
             return current

@@ -10,7 +10,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from gateway.admission import Admission, caller_of
 from gateway.core import chat
 from gateway.core.caps import check_chat, with_default_token_limit
-from gateway.errors import bad_request
+from gateway.errors import OpenAIError, bad_request
 from gateway.responses import objects, translate
 from gateway.responses.protocol import ResponsesRequest, not_found
 from gateway.responses.render import ResponsesRender
@@ -54,7 +54,11 @@ async def create_response(
     body.refuse_unsupported()
     inputs = translate.canonical_items(body)
     chat_body = translate.chat_request(body, await _history(request, body), inputs)
-    check_chat(chat_body, request.app.state.caps)
+    try:
+        check_chat(chat_body, request.app.state.caps)
+    except OpenAIError as exc:  # named as the client named it
+        exc.param = "max_output_tokens" if exc.param == "max_completion_tokens" else exc.param
+        raise
     chat_body = with_default_token_limit(chat_body, request.app.state.caps)
     model = await resolve_model(request, body.model)
     upstream = chat.to_generate_request(chat_body, model, _request_id(request))

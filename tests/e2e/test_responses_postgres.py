@@ -13,6 +13,7 @@ from tests.unit.test_responses_store import (  # noqa: F401 (collected here agai
     store,
     test_conversation_walks_the_chain_oldest_first,
     test_migrate_sets_the_version_once,
+    test_processes_starting_together_share_one_schema,
     test_save_get_items_and_owner,
     test_survives_reopening,
     test_sweep_removes_only_old_responses,

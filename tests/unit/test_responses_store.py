@@ -89,6 +89,20 @@ async def test_survives_reopening(store: ResponseStore, store_url: str) -> None:
         await reopened.close()
 
 
+async def test_processes_starting_together_share_one_schema(store_url: str) -> None:
+    """Workers migrate the same database at start-up; the one that loses the race finds the schema made."""
+    import asyncio
+
+    stores = [ResponseStore(store_url) for _ in range(3)]
+    try:
+        await asyncio.gather(*(store.migrate() for store in stores))
+        async with stores[0].engine.connect() as connection:
+            assert [row[0] for row in await connection.execute(select(schema_version.c.version))] == [SCHEMA_VERSION]
+    finally:
+        for store in stores:
+            await store.close()
+
+
 def test_database_url_forms(tmp_path: Path) -> None:
     assert database_url("postgresql://u:p@h:5/db", "x") == "postgresql+asyncpg://u:p@h:5/db"
     assert database_url("postgres://u@h/db", "x") == "postgresql+asyncpg://u@h/db"
