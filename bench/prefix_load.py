@@ -14,6 +14,7 @@ import asyncio
 import json
 import statistics
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -29,18 +30,23 @@ COUNTERS = ("vllm:prefix_cache_queries_total", "vllm:prefix_cache_hits_total")
 SETTLE_S = 5.0  # the longest wait for the engines' counters to stop moving after the load
 
 
-def system_prompts(tag: str, count: int, tokens: int, tokenizer: Any) -> list[str]:
-    """`count` system prompts of at least `tokens` tokens each, distinct in their first words (so that each has
-    its own prefix key and its own cache blocks)."""
-    prompts = []
-    for i in range(count):
-        n = max(16, tokens // 2)
-        text = words(f"{tag}-system-{i}", n)
-        while len(tokenizer.encode(text, add_special_tokens=False)) < tokens:
-            n = int(n * 1.15) + 8
-            text = words(f"{tag}-system-{i}", n)
-        prompts.append(f"System {tag} {i}. {text}")
-    return prompts
+def fewest_words(seed: str, tokens: int, count_tokens: Callable[[str], int]) -> str:
+    """The shortest run of `words(seed, n)` that reaches `tokens` tokens: a longer run extends a shorter one, so
+    the count only grows with n, and each word is at least one token, so n <= tokens."""
+    low, high = 1, max(1, tokens)
+    while low < high:
+        middle = (low + high) // 2
+        if count_tokens(words(seed, middle)) >= tokens:
+            high = middle
+        else:
+            low = middle + 1
+    return words(seed, low)
+
+
+def system_prompts(tag: str, count: int, tokens: int, count_tokens: Callable[[str], int]) -> list[str]:
+    """`count` system prompts of about `tokens` tokens each, distinct from their first characters (so that each
+    has its own prefix key and its own cache blocks)."""
+    return [f"System {tag} {i}. " + fewest_words(f"{tag}-system-{i}", tokens, count_tokens) for i in range(count)]
 
 
 async def _scrape(session: aiohttp.ClientSession, url: str) -> list[Any]:
@@ -97,7 +103,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(args.tokenizer)
-    systems = system_prompts(args.tag, args.prefixes, args.system_tokens, tokenizer)
+    systems = system_prompts(
+        args.tag, args.prefixes, args.system_tokens, lambda text: len(tokenizer.encode(text, add_special_tokens=False))
+    )
     metrics_urls, replicas = json.loads(args.metrics_urls), json.loads(args.replicas)
     url = f"{args.url.rstrip('/')}/v1/chat/completions"
     timeout = aiohttp.ClientTimeout(total=args.timeout)

@@ -105,9 +105,9 @@ def _get(row: dict[str, Any] | None, key: str) -> Any:
 
 def ratios(found: Sequence[dict[str, Any]]) -> dict[str, float | None]:
     """What the targets read: prefix's TTFT p90 over round-robin's, its hit rate over the single replica's."""
-    prefix = _row(found, "prefix")
+    prefix, round_robin = _row(found, "prefix"), _row(found, "round_robin")
     return {
-        "prefix/round_robin TTFT p90": _ratio(_get(prefix, "ttft_p90_ms"), _get(_row(found, "round_robin"), "ttft_p90_ms")),
+        "prefix/round_robin TTFT p90": _ratio(_get(prefix, "ttft_p90_ms"), _get(round_robin, "ttft_p90_ms")),
         "prefix/single hit rate": _ratio(_get(prefix, "hit_rate"), _get(_row(found, SINGLE), "hit_rate")),
     }
 
@@ -143,7 +143,8 @@ def markdown(part: dict[str, Any]) -> str:
     found = part.get("rows") or []
     if found:
         headers = ["policy", "completed", "errors", "TTFT p50", "TTFT p90", "tok/s", "prompt tokens", "hit rate",
-                   "hit rate per replica", "requests per replica", "mean waiting per replica", "busiest/avg queue"]  # fmt: skip
+                   "hit rate per replica", "requests per replica", "mean waiting per replica",
+                   "busiest/avg queue"]  # fmt: skip
         table = [[r["policy"], r["completed"], r["errors"], r["ttft_p50_ms"], r["ttft_p90_ms"], r["output_tok_s"],
                   r["prompt_tokens_mean"], r["hit_rate"], _per_replica(r, "hit_rate_per_replica", 3),
                   _per_replica(r, "requests_per_replica", 0), _per_replica(r, "waiting_mean_per_replica", 2),
