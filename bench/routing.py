@@ -45,7 +45,7 @@ class RoutingConfig:
 
     def engine_blocks(self) -> int | None:
         if self.kv_blocks is None:
-            return kv_blocks(self.prefixes, self.system_tokens + 64, self.clients, REPLICAS, BLOCK_TOKENS)
+            return kv_blocks(self.prefixes, self.system_tokens, self.clients, REPLICAS, BLOCK_TOKENS)
         return self.kv_blocks or None
 
     def workload(self) -> dict[str, Any]:

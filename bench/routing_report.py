@@ -33,12 +33,13 @@ def prefix_of_request(tag: str, index: int, prefixes: int) -> int:
 def kv_blocks(
     prefixes: int, prefix_tokens: int, clients: int, replicas: int, block_tokens: int = 128, max_model_len: int = 2048
 ) -> int:
-    """An engine's KV cache, in blocks: its share of the system prompts under affinity (ceil(prefixes /
-    replicas)), plus two blocks of its own for each of its share of the clients, plus four spare; never less than
-    one longest request (vLLM refuses to start otherwise). Every prompt on every replica does not fit: the regime
-    where a fleet's prompts outgrow one engine's cache and routing decides what stays cached."""
-    prefix_blocks = math.ceil(prefix_tokens / block_tokens)
-    blocks = math.ceil(prefixes / replicas) * prefix_blocks + 2 * math.ceil(clients / replicas) + 4
+    """An engine's KV cache, in blocks: the full blocks of its share of the system prompts under affinity
+    (ceil(prefixes / replicas) of them), one block of its own for each of its share of the clients (the end of the
+    prompt, the user's message and the short reply), and four spare; never less than one longest request (vLLM
+    refuses to start otherwise). Every prompt on every replica does not fit: the regime where a fleet's prompts
+    outgrow one engine's cache, and where routing decides what stays cached and how many requests run at once."""
+    shared = prefix_tokens // block_tokens  # only full blocks are cached and shared
+    blocks = math.ceil(prefixes / replicas) * shared + math.ceil(clients / replicas) + 4
     return max(blocks, math.ceil(max_model_len / block_tokens) + 1)
 
 

@@ -52,9 +52,10 @@ def test_requests_pick_their_system_prompt_out_of_step_with_round_robin() -> Non
 
 
 def test_kv_blocks_hold_a_share_of_the_prompts_and_the_running_requests() -> None:
-    # 4 prompts of 9 blocks over 2 replicas: 2 x 9, plus 2 blocks for each of 32 clients, plus 4 spare.
-    assert rr.kv_blocks(4, 1088, 64, 2, 128) == 18 + 64 + 4
-    assert rr.kv_blocks(4, 1088, 64, 2, 128) < 4 * 9 + 64  # not every prompt on every replica
+    # 4 prompts of 8 full blocks over 2 replicas: 2 x 8, plus a block for each of 32 clients, plus 4 spare.
+    assert rr.kv_blocks(4, 1024, 64, 2, 128) == 16 + 32 + 4
+    assert rr.kv_blocks(4, 1100, 64, 2, 128) == 16 + 32 + 4  # a partial block is not shared
+    assert rr.kv_blocks(4, 1024, 64, 2, 128) < 4 * 8 + 32  # round-robin's every prompt on every replica does not fit
     # Never less than one request of the model's longest length.
     assert rr.kv_blocks(1, 100, 2, 2, 128, max_model_len=2048) == 17
 
