@@ -31,7 +31,8 @@ fuzz: install
 	@FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(PYTHON) -m pytest tests/e2e/test_fuzz.py -s -p no:cacheprovider $(PYTEST_ARGS)
 
 # The benchmark (README, Performance): end to end against vLLM's own server, and the gateway's own cost.
-# BENCH_ARGS="--part2" runs one part; "--part3" (not in the default run) the GPU token rates on the fast model.
+# BENCH_ARGS="--part2" runs one part; "--part3" (not in the default run) the GPU token rates on the fast model;
+# "--part4" (not in the default run either) routing over two replicas on a prefix-heavy load.
 bench: install
 	@$(PYTHON) -m bench $(BENCH_ARGS)
 
