@@ -74,28 +74,3 @@ def test_stream_pacing_parameters() -> None:
     assert BackendParams.from_config(_config(STREAM_PACE_MS="0")).stream_pace_s == 0  # off
     with pytest.raises(ValueError, match="STREAM_PACE_MS"):
         BackendParams.from_config(_config(STREAM_PACE_MS="-1"))
-
-
-def test_metrics_sink_holds_updates_until_opened() -> None:
-    """Triton's metric API must not be called from another thread while the model loads (it hung Triton
-    2.51's load on vLLM 0.28): updates wait until the model's first execute opens the sink."""
-    import time
-
-    from vllm_backend.metrics import COUNTER, FamilySpec, MetricsSink
-
-    class Counter:
-        def __init__(self) -> None:
-            self.value = 0.0
-
-        def increment(self, amount: float) -> None:
-            self.value += amount
-
-    counter = Counter()
-    sink = MetricsSink(lambda spec: counter, [FamilySpec("vllm:x_total", COUNTER, "x")])
-    sink.submit([("vllm:x_total", "inc", 2.0)])
-    time.sleep(0.2)
-    assert counter.value == 0.0
-    sink.open()
-    sink.submit([("vllm:x_total", "inc", 1.0)])
-    sink.close()  # drains what was queued before returning
-    assert counter.value == 3.0
