@@ -260,8 +260,6 @@ class TritonPythonModel:
     # ---- requests ---------------------------------------------------------------------------------
 
     def execute(self, requests: list[Any]) -> None:
-        if self.sink is not None:
-            self.sink.open()  # the model is loaded: metric calls from the sink's thread are safe now
         for request in requests:
             if not self.healthy:  # answered here: the loop may be busy restarting the engine
                 self._fail(request.get_response_sender(), UNHEALTHY_MESSAGE, pb_utils.TritonError.UNAVAILABLE)

@@ -102,29 +102,19 @@ def updates_from_stats(scheduler_stats: Any, iteration_stats: Any) -> list[Updat
 
 
 class MetricsSink:
-    """Applies updates to Triton metrics from its own thread, once `open()` is called.
-
-    Until then updates wait in the queue: a metric call from another thread while `initialize` is still
-    running hangs Triton 2.51's model load (seen with vLLM 0.28, which records statistics while its engine
-    starts); the model opens the sink on its first `execute`, which Triton calls only after the load."""
+    """Applies updates to Triton metrics from its own thread."""
 
     def __init__(self, make_metric: Callable[[FamilySpec], Any], specs: Iterable[FamilySpec]) -> None:
         self.metrics = {spec.name: make_metric(spec) for spec in specs}
         self._queue: queue.SimpleQueue[list[Update] | None] = queue.SimpleQueue()
-        self._open = threading.Event()
         self._thread = threading.Thread(target=self._run, name="vllm-metrics", daemon=True)
         self._thread.start()
-
-    def open(self) -> None:
-        if not self._open.is_set():
-            self._open.set()
 
     def submit(self, updates: list[Update]) -> None:
         if updates:
             self._queue.put(updates)
 
     def _run(self) -> None:
-        self._open.wait()
         while (updates := self._queue.get()) is not None:
             for name, operation, value in updates:
                 metric = self.metrics.get(name)
@@ -133,7 +123,6 @@ class MetricsSink:
 
     def close(self) -> None:
         self._queue.put(None)
-        self._open.set()
         self._thread.join(timeout=5)
 
 
