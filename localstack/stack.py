@@ -189,6 +189,8 @@ class LocalStack:
         env = dict(os.environ)
         venv = self.config.backend_venv
         venv_bin = str(venv / "bin") if venv is not None else str(Path(sys.executable).parent)
+        if venv is not None:  # vLLM's compile cache is keyed so that releases overwrite each other's entries
+            env["VLLM_CACHE_ROOT"] = str(venv / "vllm-cache")
         # The stub embeds the first `python3` on PATH and ignores PYTHONPATH.
         env["PATH"] = f"{venv_bin}:{env.get('PATH', '')}"
         # The interpreter's own libpython first, so the stub embeds the same build as the venv.
