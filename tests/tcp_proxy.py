@@ -6,8 +6,8 @@ It runs its own asyncio loop in a thread, so that synchronous tests can drive it
   `forward()` delivers what was held;
 - `black_hole()`: bytes are read and dropped, and new connections are accepted but never connected upstream
   (a peer that vanished without a word). Leaving it resets the connections that lost bytes;
-- `reset(after_bytes=None)`: every open connection is reset (RST, SO_LINGER 0) at once, or once `after_bytes`
-  more bytes have gone down it;
+- `reset(after_bytes=None)`: every open connection is reset (RST, SO_LINGER 0) at once; or, until `forward()`,
+  every connection, open or new, once `after_bytes` more bytes have gone down it (towards the client);
 - `refuse()`: open connections are reset and the port stops listening (connection refused) until `forward()`.
 `forward()` ends every fault and goes back to normal.
 """
@@ -63,6 +63,7 @@ class FaultProxy:
         self._flowing: asyncio.Event | None = None
         self._mode: Mode = "forward"
         self._delay: dict[str, float] = {"up": 0.0, "down": 0.0}
+        self._reset_after: int | None = None  # bytes down each new connection before its RST
         self._connections: set[_Connection] = set()
         self._server: asyncio.Server | None = None
         self.accepted = 0  # connections accepted so far (a test can see the gateway reconnect)
@@ -96,7 +97,8 @@ class FaultProxy:
         self._call(self._set_delay(up_s, down_s))
 
     def reset(self, after_bytes: int | None = None) -> int:
-        """Resets the open connections (now, or after `after_bytes` more bytes down each); returns how many."""
+        """Resets the open connections now, or those open and to come after `after_bytes` more bytes down
+        each; returns how many were open."""
         return self._call(self._arm_reset(after_bytes))
 
     def _call(self, coroutine: object) -> object:
@@ -125,6 +127,9 @@ class FaultProxy:
         previous, self._mode = self._mode, mode
         if clear_delay:
             self._delay = {"up": 0.0, "down": 0.0}
+            self._reset_after = None
+            for connection in self._connections:
+                connection.reset_budget = None
         if mode == "paused":
             self._flowing.clear()
             return
@@ -145,6 +150,8 @@ class FaultProxy:
 
     async def _arm_reset(self, after_bytes: int | None) -> int:
         connections = list(self._connections)
+        if after_bytes is not None and after_bytes > 0:
+            self._reset_after = after_bytes
         for connection in connections:
             if after_bytes is None or after_bytes <= 0:
                 self._drop(connection)
@@ -165,7 +172,7 @@ class FaultProxy:
         if self._mode == "refusing":  # accepted just before the port closed
             _reset(client_writer)
             return
-        connection = _Connection(client_writer)
+        connection = _Connection(client_writer, reset_budget=self._reset_after)
         self._connections.add(connection)
         if self._mode == "black_hole":  # never connected upstream: what the client sends goes nowhere
             connection.lost_bytes = True

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import httpx
@@ -28,6 +29,7 @@ FIRST_TOKEN_S = 6.0  # above the latency's round trip, so that a slow first answ
 STALL_S = 2.0
 BREAKER_FAILURES = 3
 BREAKER_COOLDOWN_S = 4.0
+RESET_AFTER_BYTES = 16384  # a few dozen of Triton's responses: well into a stream, far from its end
 LONG = 2000  # tokens (the fast model's context is 2048): seconds of generation, long past every fault
 # Gauges that count what the gateway holds: after every fault, all back to 0.
 HELD = ("gateway_admission_in_flight", "gateway_admission_queued", "gateway_requests_in_flight")
@@ -142,18 +144,41 @@ def _error_of(events: list[str]) -> dict:
     return last["error"]
 
 
-def _stream_with_fault_after_first_event(gw: Gateway, fault: str, after_bytes: int | None = None) -> list[str]:
-    """A long stream; after its first event the proxy applies `fault`. Returns every event."""
+@contextmanager
+def engine_stopped(stack: LocalStack) -> Iterator[None]:
+    """vLLM's engine stops stepping (SIGSTOP) for a moment, so that a long stream cannot end by itself before
+    a fault reaches it, however loaded the machine. Resumed within 4 s: the backend's health check would take
+    longer to call it dead."""
+    engines = stack.engine_processes()
+    assert engines, "no engine process found"
+    for process in engines:
+        process.suspend()
+    try:
+        yield
+    finally:
+        for process in engines:
+            process.resume()
+
+
+def _stream_with_fault_after_first_event(gw: Gateway, fault: Callable[[], object]) -> list[str]:
+    """A long stream; after its first event the engine stops and `fault` is applied. Returns every event."""
     with httpx.stream("POST", f"{gw.url}/v1/completions", json=_body(gw.model, LONG, True), timeout=60) as r:
         assert r.status_code == 200
         lines = (line for line in r.iter_lines() if line)
         events = [next(lines)]
-        if fault == "reset":
-            gw.proxy.reset(after_bytes)
-        else:
-            gw.proxy.black_hole()
-        events.extend(lines)
+        with engine_stopped(gw.stack):
+            fault()
+            events.extend(lines)
     return events
+
+
+def _stream_reset_after(gw: Gateway, after_bytes: int) -> list[str]:
+    """A long stream whose connection to Triton is reset once `after_bytes` have gone down it (a reset armed
+    before the request, on the open connection and the ones to come: nothing can outrun it)."""
+    gw.proxy.reset(after_bytes)
+    with httpx.stream("POST", f"{gw.url}/v1/completions", json=_body(gw.model, LONG, True), timeout=60) as r:
+        assert r.status_code == 200, r.read()
+        return [line for line in r.iter_lines() if line]
 
 
 def test_with_latency_requests_still_complete_with_the_same_results(gateway: Gateway) -> None:
@@ -188,24 +213,27 @@ def test_a_black_hole_after_the_first_byte_ends_the_stream_with_an_error_event(g
     (here when the hole ends; in life when a keepalive gives up), so only the engine's end is checked (after
     every test), not that it was cancelled."""
     gw = gateway
-    events = _stream_with_fault_after_first_event(gw, "black_hole")
+    events = _stream_with_fault_after_first_event(gw, gw.proxy.black_hole)
     assert events[-1] == "data: [DONE]"
     error = _error_of(events)
     assert error["code"] == "stall_timeout" and error["type"] == "timeout", error
 
 
-@pytest.mark.parametrize("after_bytes", [None, 4096], ids=["at-once", "after-4096-bytes"])
+@pytest.mark.parametrize("after_bytes", [None, RESET_AFTER_BYTES], ids=["at-once", "after-16-KiB"])
 def test_a_reset_mid_stream_ends_the_stream_with_an_error_event(gateway: Gateway, after_bytes: int | None) -> None:
     gw = gateway
     before = gw.settled()
     unavailable_before = _streams(gw, "UNAVAILABLE")
-    events = _stream_with_fault_after_first_event(gw, "reset", after_bytes)
-    assert events[-1] == "data: [DONE]"
-    assert len(events) >= 3  # the first event, the error, [DONE]
+    if after_bytes is None:
+        events = _stream_with_fault_after_first_event(gw, gw.proxy.reset)
+    else:
+        events = _stream_reset_after(gw, after_bytes)
+        gw.proxy.forward()
+    assert len(events) >= 3, events  # at least one chunk, the error, [DONE]
     error = _error_of(events)
     assert error["type"] == "service_unavailable" and "unavailable" in error["message"].lower(), error
     assert _streams(gw, "UNAVAILABLE") == unavailable_before + 1
-    gw.assert_cancelled(before)
+    gw.assert_cancelled(before)  # Triton saw its connection reset, and cancelled the request
 
 
 def test_a_reset_before_the_first_byte_is_a_503(gateway: Gateway) -> None:
@@ -229,14 +257,15 @@ def test_streams_reset_again_and_again_open_the_breaker_until_triton_is_back(gat
     requests fail fast with Retry-After, and once the cool-down is over one that succeeds closes it."""
     gw = gateway
     for _ in range(BREAKER_FAILURES):
-        events = _stream_with_fault_after_first_event(gw, "reset")
-        assert _error_of(events)["type"] == "service_unavailable"
+        events = _stream_reset_after(gw, RESET_AFTER_BYTES)
+        assert len(events) >= 3 and _error_of(events)["type"] == "service_unavailable", events[-3:]
     failing_fast = httpx.post(f"{gw.url}/v1/completions", json=_body(gw.model, 2, False), timeout=30)
     assert failing_fast.status_code == 503 and failing_fast.json()["error"]["code"] == "circuit_open"
     assert 1 <= int(failing_fast.headers["retry-after"]) <= BREAKER_COOLDOWN_S
     ready = httpx.get(f"{gw.url}/health/ready", timeout=10)
     assert ready.status_code == 503 and gw.model in ready.json()["breakers_open"], ready.text
     assert http_ok(f"{gw.url}/health/live")
+    gw.proxy.forward()  # Triton is back
     assert wait_until(lambda: _completes(gw), BREAKER_COOLDOWN_S + 20, 0.5), "the breaker did not close"
     assert httpx.get(f"{gw.url}/health/ready", timeout=10).status_code == 200
 
