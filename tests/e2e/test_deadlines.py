@@ -161,16 +161,15 @@ def test_no_first_response_in_time_is_a_504_before_the_first_byte(gateway: Gatew
 def test_a_network_stall_also_ends_the_stream_with_an_error_event(gateway: Gateway) -> None:
     """Triton's responses stop on the way (the connection stays up): the same deadline ends the stream."""
     gw = gateway
-    events: list[str] = []
+    # The pause strikes after 16 KiB of responses (a few dozen): armed before the request, so that the fast
+    # engine cannot finish the stream before it, as it could before a pause made after the first event.
+    gw.proxy.pause(after_bytes=16384)
     try:
         with httpx.stream("POST", f"{gw.url}/v1/completions", json=_long_completion(gw.model, True), timeout=30) as r:
-            lines = (line for line in r.iter_lines() if line)
-            events.append(next(lines))
-            gw.proxy.pause()
-            events.extend(lines)
+            events = [line for line in r.iter_lines() if line]
     finally:
         gw.proxy.forward()  # the cancel reaches Triton once bytes flow again
-    assert events[-1] == "data: [DONE]"
+    assert len(events) >= 3 and events[-1] == "data: [DONE]", events[-3:]  # chunks, the error, [DONE]
     assert json.loads(events[-2].removeprefix("data: "))["error"]["code"] == "stall_timeout"
     assert wait_until(lambda: gw.engine("vllm:num_requests_running") == 0, 10, 0.1)
 

@@ -29,7 +29,7 @@ FIRST_TOKEN_S = 6.0  # above the latency's round trip, so that a slow first answ
 STALL_S = 2.0
 BREAKER_FAILURES = 3
 BREAKER_COOLDOWN_S = 4.0
-RESET_AFTER_BYTES = 16384  # a few dozen of Triton's responses: well into a stream, far from its end
+FAULT_AFTER_BYTES = 16384  # a few dozen of Triton's responses: well into a stream, far from its end
 LONG = 2000  # tokens (the fast model's context is 2048): seconds of generation, long past every fault
 # Gauges that count what the gateway holds: after every fault, all back to 0.
 HELD = ("gateway_admission_in_flight", "gateway_admission_queued", "gateway_requests_in_flight")
@@ -172,54 +172,18 @@ def _stream_with_fault_after_first_event(gw: Gateway, fault: Callable[[], object
     return events
 
 
-def _stream_reset_after(gw: Gateway, after_bytes: int) -> list[str]:
+def _stream_reset_after(gw: Gateway, after_bytes: int) -> tuple[int, list[str]]:
     """A long stream whose connection to Triton is reset once `after_bytes` have gone down it (a reset armed
-    before the request, on the open connection and the ones to come: nothing can outrun it)."""
+    before the request, on the open connection and the ones to come: nothing can outrun it). Its status and
+    events, or its error body."""
     gw.proxy.reset(after_bytes)
     with httpx.stream("POST", f"{gw.url}/v1/completions", json=_body(gw.model, LONG, True), timeout=60) as r:
-        assert r.status_code == 200, r.read()
-        return [line for line in r.iter_lines() if line]
+        if r.status_code != 200:
+            return r.status_code, [r.read().decode()]
+        return r.status_code, [line for line in r.iter_lines() if line]
 
 
-def test_with_latency_requests_still_complete_with_the_same_results(gateway: Gateway) -> None:
-    gw = gateway
-    unstreamed = httpx.post(f"{gw.url}/v1/completions", json=_body(gw.model, 16, False), timeout=60).json()
-    text, tokens, _ = _streamed_text(gw, 16)
-    gw.proxy.delay(up_s=LATENCY_S, down_s=LATENCY_S)
-    started = time.monotonic()
-    slow = httpx.post(f"{gw.url}/v1/completions", json=_body(gw.model, 16, False), timeout=60)
-    slow_text, slow_tokens, _ = _streamed_text(gw, 16)
-    took = time.monotonic() - started
-    assert slow.status_code == 200, slow.text
-    assert slow.json()["choices"][0]["text"] == unstreamed["choices"][0]["text"]
-    assert slow.json()["usage"]["completion_tokens"] == 16
-    assert (slow_text, slow_tokens) == (text, tokens) and tokens == 16
-    assert took >= 2 * 2 * LATENCY_S * 0.9, "the latency was not applied"  # two round trips at least
-
-
-def test_a_black_hole_before_the_first_byte_is_a_504(gateway: Gateway) -> None:
-    gw = gateway
-    gw.proxy.black_hole()  # the request goes nowhere, and nothing comes back
-    started = time.monotonic()
-    response = httpx.post(f"{gw.url}/v1/completions", json=_body(gw.model, LONG, True), timeout=60)
-    took = time.monotonic() - started
-    assert response.status_code == 504, response.text
-    assert response.json()["error"]["code"] == "first_token_timeout"
-    assert FIRST_TOKEN_S * 0.9 <= took < 30  # the first-token deadline, well before the total one (600 s)
-
-
-def test_a_black_hole_after_the_first_byte_ends_the_stream_with_an_error_event(gateway: Gateway) -> None:
-    """The gateway's cancel falls into the hole too: Triton keeps generating until the connection is closed
-    (here when the hole ends; in life when a keepalive gives up), so only the engine's end is checked (after
-    every test), not that it was cancelled."""
-    gw = gateway
-    events = _stream_with_fault_after_first_event(gw, gw.proxy.black_hole)
-    assert events[-1] == "data: [DONE]"
-    error = _error_of(events)
-    assert error["code"] == "stall_timeout" and error["type"] == "timeout", error
-
-
-@pytest.mark.parametrize("after_bytes", [None, RESET_AFTER_BYTES], ids=["at-once", "after-16-KiB"])
+@pytest.mark.parametrize("after_bytes", [None, FAULT_AFTER_BYTES], ids=["at-once", "after-16-KiB"])
 def test_a_reset_mid_stream_ends_the_stream_with_an_error_event(gateway: Gateway, after_bytes: int | None) -> None:
     gw = gateway
     before = gw.settled()
@@ -227,8 +191,9 @@ def test_a_reset_mid_stream_ends_the_stream_with_an_error_event(gateway: Gateway
     if after_bytes is None:
         events = _stream_with_fault_after_first_event(gw, gw.proxy.reset)
     else:
-        events = _stream_reset_after(gw, after_bytes)
+        status, events = _stream_reset_after(gw, after_bytes)
         gw.proxy.forward()
+        assert status == 200, events
     assert len(events) >= 3, events  # at least one chunk, the error, [DONE]
     error = _error_of(events)
     assert error["type"] == "service_unavailable" and "unavailable" in error["message"].lower(), error
@@ -257,8 +222,13 @@ def test_streams_reset_again_and_again_open_the_breaker_until_triton_is_back(gat
     requests fail fast with Retry-After, and once the cool-down is over one that succeeds closes it."""
     gw = gateway
     for _ in range(BREAKER_FAILURES):
-        events = _stream_reset_after(gw, RESET_AFTER_BYTES)
-        assert len(events) >= 3 and _error_of(events)["type"] == "service_unavailable", events[-3:]
+        # Mid-stream, or before the first byte when the next request went out on the connection just reset.
+        status, events = _stream_reset_after(gw, FAULT_AFTER_BYTES)
+        if status == 200:
+            assert len(events) >= 3 and _error_of(events)["type"] == "service_unavailable", events[-3:]
+        else:
+            error = json.loads(events[0])["error"]
+            assert status == 503 and error["code"] != "circuit_open", (status, error)
     failing_fast = httpx.post(f"{gw.url}/v1/completions", json=_body(gw.model, 2, False), timeout=30)
     assert failing_fast.status_code == 503 and failing_fast.json()["error"]["code"] == "circuit_open"
     assert 1 <= int(failing_fast.headers["retry-after"]) <= BREAKER_COOLDOWN_S
