@@ -103,6 +103,12 @@ class FaultProxy:
         """Resets the open connections, now or after `after_bytes`; returns how many were open."""
         return self._call(self._arm("reset", after_bytes))  # type: ignore[return-value]
 
+    def describe(self) -> str:
+        """The connections open now, for a failing test's message."""
+        return f"accepted {self.accepted}, mode {self._mode}, armed {self._armed}, open: " + ", ".join(
+            f"{c.client.get_extra_info('peername')} budget {c.budget}" for c in list(self._connections)
+        )
+
     def _call(self, coroutine: object) -> object:
         return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(10)  # type: ignore[arg-type]
 

@@ -147,11 +147,53 @@ def _stream_reset_after(gw: Gateway, after_bytes: int) -> tuple[int, list[str]]:
     """A long stream whose connection to Triton is reset once `after_bytes` have gone down it (a reset armed
     before the request, on the open connection and the ones to come: nothing can outrun it). Its status and
     events, or its error body."""
+    armed_on = gw.proxy.describe()
     gw.proxy.reset(after_bytes)
     with httpx.stream("POST", f"{gw.url}/v1/completions", json=_body(gw.model, LONG, True), timeout=60) as r:
         if r.status_code != 200:
-            return r.status_code, [r.read().decode()]
+            return r.status_code, [r.read().decode(), f"armed on: {armed_on}; now: {gw.proxy.describe()}"]
         return r.status_code, [line for line in r.iter_lines() if line]
+
+
+def test_with_latency_requests_still_complete_with_the_same_results(gateway: Gateway) -> None:
+    gw = gateway
+    unstreamed = httpx.post(f"{gw.url}/v1/completions", json=_body(gw.model, 16, False), timeout=60).json()
+    text, tokens, _ = _streamed_text(gw, 16)
+    gw.proxy.delay(up_s=LATENCY_S, down_s=LATENCY_S)
+    started = time.monotonic()
+    slow = httpx.post(f"{gw.url}/v1/completions", json=_body(gw.model, 16, False), timeout=60)
+    slow_text, slow_tokens, _ = _streamed_text(gw, 16)
+    took = time.monotonic() - started
+    assert slow.status_code == 200, slow.text
+    assert slow.json()["choices"][0]["text"] == unstreamed["choices"][0]["text"]
+    assert slow.json()["usage"]["completion_tokens"] == 16
+    assert (slow_text, slow_tokens) == (text, tokens) and tokens == 16
+    assert took >= 2 * 2 * LATENCY_S * 0.9, "the latency was not applied"  # two round trips at least
+
+
+def test_a_black_hole_before_the_first_byte_is_a_504(gateway: Gateway) -> None:
+    gw = gateway
+    gw.proxy.black_hole()  # the request goes nowhere, and nothing comes back
+    started = time.monotonic()
+    response = httpx.post(f"{gw.url}/v1/completions", json=_body(gw.model, LONG, True), timeout=60)
+    took = time.monotonic() - started
+    assert response.status_code == 504, response.text
+    assert response.json()["error"]["code"] == "first_token_timeout"
+    assert FIRST_TOKEN_S * 0.9 <= took < 30  # the first-token deadline, well before the total one (600 s)
+
+
+def test_a_black_hole_after_the_first_byte_ends_the_stream_with_an_error_event(gateway: Gateway) -> None:
+    """The gateway's cancel falls into the hole too: Triton keeps generating until the connection is closed
+    (here when the hole ends; in life when a keepalive gives up), so only the engine's end is checked (after
+    every test), not that it was cancelled."""
+    gw = gateway
+    gw.proxy.black_hole(FAULT_AFTER_BYTES)  # armed before the request: the stream cannot outrun it
+    with httpx.stream("POST", f"{gw.url}/v1/completions", json=_body(gw.model, LONG, True), timeout=60) as r:
+        assert r.status_code == 200
+        events = [line for line in r.iter_lines() if line]
+    assert len(events) >= 3, events  # chunks, the error, [DONE]
+    error = _error_of(events)
+    assert error["code"] == "stall_timeout" and error["type"] == "timeout", error
 
 
 @pytest.mark.parametrize("after_bytes", [8192, 32768], ids=["after-8-KiB", "after-32-KiB"])
