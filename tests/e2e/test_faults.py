@@ -152,7 +152,8 @@ def _stream_reset_after(gw: Gateway, after_bytes: int) -> tuple[int, list[str]]:
     with httpx.stream("POST", f"{gw.url}/v1/completions", json=_body(gw.model, LONG, True), timeout=60) as r:
         if r.status_code != 200:
             return r.status_code, [r.read().decode(), f"armed on: {armed_on}; now: {gw.proxy.describe()}"]
-        return r.status_code, [line for line in r.iter_lines() if line]
+        events = [line for line in r.iter_lines() if line]
+    return 200, events
 
 
 def test_with_latency_requests_still_complete_with_the_same_results(gateway: Gateway) -> None:
@@ -198,7 +199,9 @@ def test_a_black_hole_after_the_first_byte_ends_the_stream_with_an_error_event(g
 
 @pytest.mark.parametrize("after_bytes", [8192, 32768], ids=["after-8-KiB", "after-32-KiB"])
 def test_a_reset_mid_stream_ends_the_stream_with_an_error_event(gateway: Gateway, after_bytes: int) -> None:
-    """The RST hits while responses flow: the gateway reads it at once, and Triton cancels the request."""
+    """The RST hits while responses flow: the stream ends with an error event, and Triton, whose connection was
+    reset too, cancels the request. The gateway's gRPC usually reads the RST at once (503-style event,
+    UNAVAILABLE); now and then it did not within the stall deadline (2 s), which then ended the stream."""
     gw = gateway
     before = gw.settled()
     unavailable_before = _streams(gw, "UNAVAILABLE")
@@ -207,8 +210,11 @@ def test_a_reset_mid_stream_ends_the_stream_with_an_error_event(gateway: Gateway
     assert status == 200, events
     assert len(events) >= 3, events  # at least one chunk, the error, [DONE]
     error = _error_of(events)
-    assert error["type"] == "service_unavailable" and "unavailable" in error["message"].lower(), error
-    assert _streams(gw, "UNAVAILABLE") == unavailable_before + 1
+    if error["type"] == "service_unavailable":
+        assert "unavailable" in error["message"].lower(), error
+        assert _streams(gw, "UNAVAILABLE") == unavailable_before + 1
+    else:
+        assert error["code"] == "stall_timeout", error
     gw.assert_cancelled(before)
 
 
@@ -232,14 +238,18 @@ def test_streams_reset_again_and_again_open_the_breaker_until_triton_is_back(gat
     """Streams that answered and then lost their connection add up: the breaker opens, readiness says so,
     requests fail fast with Retry-After, and once the cool-down is over one that succeeds closes it."""
     gw = gateway
-    for _ in range(BREAKER_FAILURES):
+    unavailable_before = _streams(gw, "UNAVAILABLE")
+    for _ in range(3 * BREAKER_FAILURES):  # until BREAKER_FAILURES of them ended UNAVAILABLE (see above)
         # Mid-stream, or before the first byte when the next request went out on the connection just reset.
         status, events = _stream_reset_after(gw, FAULT_AFTER_BYTES)
         if status == 200:
-            assert len(events) >= 3 and _error_of(events)["type"] == "service_unavailable", events[-3:]
+            assert len(events) >= 3 and _error_of(events)["type"] in ("service_unavailable", "timeout"), events[-3:]
         else:
             error = json.loads(events[0])["error"]
             assert status == 503 and error["code"] != "circuit_open", (status, error)
+        if _streams(gw, "UNAVAILABLE") >= unavailable_before + BREAKER_FAILURES:
+            break
+    assert _streams(gw, "UNAVAILABLE") == unavailable_before + BREAKER_FAILURES
     failing_fast = httpx.post(f"{gw.url}/v1/completions", json=_body(gw.model, 2, False), timeout=30)
     assert failing_fast.status_code == 503 and failing_fast.json()["error"]["code"] == "circuit_open"
     assert 1 <= int(failing_fast.headers["retry-after"]) <= BREAKER_COOLDOWN_S
