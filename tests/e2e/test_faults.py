@@ -199,14 +199,19 @@ def test_a_black_hole_after_the_first_byte_ends_the_stream_with_an_error_event(g
 
 @pytest.mark.parametrize("after_bytes", [8192, 32768], ids=["after-8-KiB", "after-32-KiB"])
 def test_a_reset_mid_stream_ends_the_stream_with_an_error_event(gateway: Gateway, after_bytes: int) -> None:
-    """The RST hits while responses flow: the stream ends with an error event, and Triton, whose connection was
-    reset too, cancels the request. The gateway's gRPC usually reads the RST at once (503-style event,
-    UNAVAILABLE); now and then it did not within the stall deadline (2 s), which then ended the stream."""
+    """The RST hits while responses flow: the stream ends with an error event then [DONE]. The gateway's gRPC
+    usually reads the RST at once (a 503-style event, UNAVAILABLE); now and then it did not within the stall
+    deadline (2 s), which then ended the stream. Whether the engine was cancelled is not checked here: the fast
+    engine finishes 2000 tokens in about a second, ahead of what the gateway relays, so it may be done before
+    the reset; that the engine ends up idle is (after every test), and test_deadlines checks cancellation."""
     gw = gateway
-    before = gw.settled()
-    unavailable_before = _streams(gw, "UNAVAILABLE")
-    status, events = _stream_reset_after(gw, after_bytes)
-    gw.proxy.forward()
+    for _ in range(3):  # now and then the next request went out on a connection just reset: a 503, retried
+        unavailable_before = _streams(gw, "UNAVAILABLE")
+        status, events = _stream_reset_after(gw, after_bytes)
+        gw.proxy.forward()
+        if status == 200:
+            break
+        assert status == 503 and json.loads(events[0])["error"]["type"] == "service_unavailable", events
     assert status == 200, events
     assert len(events) >= 3, events  # at least one chunk, the error, [DONE]
     error = _error_of(events)
@@ -215,7 +220,6 @@ def test_a_reset_mid_stream_ends_the_stream_with_an_error_event(gateway: Gateway
         assert _streams(gw, "UNAVAILABLE") == unavailable_before + 1
     else:
         assert error["code"] == "stall_timeout", error
-    gw.assert_cancelled(before)
 
 
 def test_a_reset_before_the_first_byte_is_a_503(gateway: Gateway) -> None:
