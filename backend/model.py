@@ -23,15 +23,20 @@ from typing import Any  # noqa: E402
 import numpy as np  # noqa: E402
 import psutil  # noqa: E402
 import triton_python_backend_utils as pb_utils  # noqa: E402
-from vllm import AsyncEngineArgs  # noqa: E402
-from vllm.engine.async_llm_engine import AsyncLLMEngine  # noqa: E402
-from vllm.inputs import tokens_input  # noqa: E402
 
 from vllm_backend.affinity import unconfined_thread  # noqa: E402
 from vllm_backend.cancels import CancelWatch  # noqa: E402
 from vllm_backend.chat import ChatError, parse_messages, parse_template_kwargs, render_chat  # noqa: E402
+from vllm_backend.compat import (  # noqa: E402  the only module that imports vLLM
+    CLIENT_ERRORS,
+    describe,
+    engine_answers,
+    engine_tokenizer,
+    multimodal_prompt,
+    start_engine,
+    token_prompt,
+)
 from vllm_backend.devices import engine_environment, ignored_device_ids  # noqa: E402
-from vllm_backend.errors import CLIENT_ERRORS  # noqa: E402
 from vllm_backend.images import ImageError, decode_images, multi_modal_data  # noqa: E402
 from vllm_backend.interface import INPUTS, OPTIONAL_OUTPUTS, OUTPUTS, SPARSE_OUTPUTS, missing_tensors  # noqa: E402
 from vllm_backend.lora import LoraError, lora_table, resolve_lora  # noqa: E402
@@ -146,8 +151,9 @@ class TritonPythonModel:
             self.loop, self.params.stream_pace_s, self.params.stream_pace_above, lambda: len(self.cancels.running)
         )
         self.reaper = Reaper()
+        self.logger.log_info(f"[vllm] {describe()}")
         self.engine = self._run(self._start_engine())
-        self.tokenizer = self.engine.get_tokenizer()
+        self.tokenizer = self._run(engine_tokenizer(self.engine))
         self._set_healthy(True)
         if self.params.health_check:
             self.health_task = asyncio.run_coroutine_threadsafe(self._watch_health(), self.loop)
@@ -169,10 +175,10 @@ class TritonPythonModel:
     def _run(self, coroutine: Any) -> Any:
         return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result()
 
-    async def _start_engine(self) -> AsyncLLMEngine:
+    async def _start_engine(self) -> Any:
         loggers = [stat_logger_factory(self.sink)] if self.sink is not None else None
         with unconfined_thread():  # the engine's processes inherit this thread's cores
-            engine = AsyncLLMEngine.from_engine_args(AsyncEngineArgs(**self.engine_args), stat_loggers=loggers)
+            engine = start_engine(self.engine_args, loggers)
         # The engine's processes are this stub's children (the reaper excepted): stop them if the stub dies.
         children = psutil.Process().children(recursive=True)
         self.reaper.guard([p for p in children if p.pid != self.reaper.process.pid])
@@ -205,8 +211,7 @@ class TritonPythonModel:
         if self.engine.errored:
             return False
         try:
-            await asyncio.wait_for(self.engine.is_sleeping(), timeout=max(5.0, 3 * self.params.health_check_interval_s))
-            await self.engine.check_health()
+            await asyncio.wait_for(engine_answers(self.engine), timeout=max(5.0, 3 * self.params.health_check_interval_s))
         except Exception:
             return False
         return True
@@ -243,7 +248,7 @@ class TritonPythonModel:
                 self.logger.log_warn(f"[vllm] shutting down the dead engine failed: {exc}")
             try:
                 self.engine = await self._start_engine()
-                self.tokenizer = self.engine.get_tokenizer()
+                self.tokenizer = await engine_tokenizer(self.engine)
                 self._set_healthy(True)
                 self.logger.log_info("[vllm] engine restarted")
                 return
@@ -301,20 +306,17 @@ class TritonPythonModel:
                 "completion). Please reduce the length of the prompt or the completion."
             )
 
-    def _parse(self, request: Any) -> tuple[dict[str, Any], Any, Any, OutputOptions]:
+    def _parse(self, request: Any) -> tuple[Any, Any, Any, OutputOptions]:
         """The engine prompt, sampling parameters, LoRA request and output options of one request."""
         prompt, prompt_ids = self._prompt(request)
         images = _tensor(request, "image")
-        engine_prompt: dict[str, Any]
+        engine_prompt: Any
         if images is None:
             # Already tokenized, so rendered: vLLM takes it on the calling loop. A raw prompt would go
             # through its renderer's thread first, one more hand-over before the engine sees the request.
-            engine_prompt = tokens_input(prompt_ids, prompt=prompt)
+            engine_prompt = token_prompt(prompt_ids, prompt)
         else:  # images still need vLLM's multi-modal processing
-            engine_prompt = {
-                "prompt_token_ids": prompt_ids,
-                "multi_modal_data": multi_modal_data(decode_images(images)),
-            }
+            engine_prompt = multimodal_prompt(prompt_ids, multi_modal_data(decode_images(images)))
         stream = _flag(request, "stream")
         exclude = _scalar(request, "exclude_input_in_output")
         if stream and exclude is not None and not bool(exclude):

@@ -110,6 +110,25 @@ def _stages_panel(part: dict[str, Any]) -> Callable[[Any], None]:
     return paint
 
 
+def _routing_panel(rows: list[dict[str, Any]]) -> Callable[[Any], None]:
+    """Part 4's TTFT p50 and p90 per policy, with each run's prefix-cache hit rate over its bars."""
+
+    def paint(ax: Any) -> None:
+        xs = range(len(rows))
+        for offset, key, label in ((-0.2, "ttft_p50_ms", "TTFT p50"), (0.2, "ttft_p90_ms", "TTFT p90")):
+            ax.bar([x + offset for x in xs], [r[key] or 0 for r in rows], width=0.4, label=label)
+        for x, r in zip(xs, rows):
+            if r["hit_rate"] is not None:
+                top = max(r["ttft_p50_ms"] or 0, r["ttft_p90_ms"] or 0)
+                ax.annotate(f"hits {r['hit_rate']:.0%}", (x, top), ha="center", va="bottom", fontsize=8)
+        ax.set_xticks(list(xs), [r["policy"] for r in rows])
+        ax.set_ylabel("ms")
+        ax.set_title("part 4: TTFT by routing policy (prefix-heavy load)")
+        ax.legend(fontsize=8)
+
+    return paint
+
+
 def _panels(results: dict[str, Any]) -> list[Callable[[Any], None]]:
     panels = []
     runs = results.get("serving", {}).get("runs", [])
@@ -122,6 +141,9 @@ def _panels(results: dict[str, Any]) -> list[Callable[[Any], None]]:
     rates = results.get("gpu_rates", {})
     if rates.get("runs"):
         panels += [_rates_panel(rates), _stages_panel(rates)]
+    routing = results.get("routing", {})
+    if routing.get("rows"):
+        panels.append(_routing_panel(routing["rows"]))
     return panels
 
 

@@ -71,6 +71,7 @@ async def _read_stream(response: aiohttp.ClientResponse, record: RequestRecord) 
         timer.finish()
     usage = json.loads(last).get("usage") if b'"usage":{' in last else None
     record.output_tokens = usage["completion_tokens"] if usage else record.chunks
+    record.prompt_tokens = (usage.get("prompt_tokens") or 0) if usage else 0
     record.ok = done and record.error is None and record.chunks > 0
 
 

@@ -20,6 +20,7 @@ class RequestRecord:
     latency: float = 0.0
     itls: list[float] = field(default_factory=list)
     output_tokens: int = 0
+    prompt_tokens: int = 0  # from the usage, when the server reports it
     chunks: int = 0
     payload_bytes: int = 0
     error: str | None = None

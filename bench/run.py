@@ -8,6 +8,8 @@ chart.png under the output folder, and stops everything it started.
     python -m bench --part3                 # GPU token rates on a tiny random-weight Llama (E, A, B, C, C')
     python -m bench --part3 --concurrency 64 --num-prompts 64 --systems A,C   # a short smoke run
     python -m bench --part1 --systems A --concurrency 1 --num-prompts 2 --nonstream-concurrency 0
+    python -m bench --part4                 # routing over two replicas: round_robin, least_load, prefix, one alone
+    python -m bench --part4 --clients 8 --requests-per-run 24 --system-prompts 2 --system-tokens 512  # a smoke run
 """
 
 from __future__ import annotations
@@ -19,12 +21,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import chart, gpu_report, report
+from bench import chart, gpu_report, report, routing_report
 from bench.gateway_cost import CostConfig, GatewayCost
 from bench.gpu_rates import CONCURRENCIES as RATES_CONCURRENCIES
 from bench.gpu_rates import SYSTEMS as RATES_SYSTEMS
 from bench.gpu_rates import GpuRates, RatesConfig
 from bench.prompts import Workload
+from bench.routing import Routing, RoutingConfig
+from bench.routing_report import POLICIES, SINGLE
 from bench.serving import Serving, ServingConfig
 from localstack.paths import REPO_ROOT, CachePaths, default_cache_dir
 from localstack.processes import stop_on_sigterm
@@ -41,6 +45,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--part1", action="store_true", help="end to end: A gateway, B Triton gRPC, C vllm serve")
     parser.add_argument("--part2", action="store_true", help="the gateway's own cost against a bare ASGI floor")
     parser.add_argument("--part3", action="store_true", help="GPU token rates on a tiny random-weight Llama")
+    parser.add_argument("--part4", action="store_true", help="routing over two replicas, a prefix-heavy workload")
     parser.add_argument("--out-dir", type=Path, help="default: .run/bench/<timestamp>")
 
     one = parser.add_argument_group("parts 1 and 3 (part 3's defaults in brackets)")
@@ -87,11 +92,28 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         choices=("on", "off"),
         help="the local stack's core placement for A and B (default: the model's own, off for the fast model)",
     )
+    four = parser.add_argument_group("part 4")
+    four.add_argument("--clients", type=int, default=RoutingConfig.clients, help="concurrent clients (default 64)")
+    four.add_argument("--requests-per-run", type=int, default=RoutingConfig.requests, help="per policy (default 512)")
+    four.add_argument("--system-prompts", type=int, default=RoutingConfig.prefixes, help="shared prompts (default 4)")
+    four.add_argument("--system-tokens", type=int, default=RoutingConfig.system_tokens, help="each (default 1024)")
+    four.add_argument("--reply-tokens", type=int, default=RoutingConfig.max_tokens, help="max_tokens (default 16)")
+    four.add_argument(
+        "--kv-blocks", type=int, help="each engine's KV cache in 128-token blocks (default: a share of the prompts "
+        "fits, not all; 0: the engine's own size)"
+    )  # fmt: skip
+    four.add_argument(
+        "--policies", default=",".join((SINGLE, *POLICIES)), help=f"runs, in order (default {SINGLE},"
+        f"{','.join(POLICIES)}; {SINGLE}: one replica alone)"
+    )  # fmt: skip
     args = parser.parse_args(argv)
-    if not (args.part1 or args.part2 or args.part3):
+    if not (args.part1 or args.part2 or args.part3 or args.part4):
         args.part1 = args.part2 = True
     if args.part1 and args.part3 and args.systems:
         parser.error("--systems means different things in parts 1 and 3: run them apart")
+    runs = [p.strip() for p in args.policies.split(",") if p.strip()]
+    if not runs or not set(runs) <= {SINGLE, *POLICIES}:
+        parser.error(f"--policies takes {', '.join((SINGLE, *POLICIES))}")
     known = set(RATES_SYSTEMS) if args.part3 else {"A", "B", "C"}
     args.systems = {s.strip().upper() for s in args.systems.split(",") if s.strip()} if args.systems else None
     if args.systems and not args.systems <= known:
@@ -206,6 +228,32 @@ def _part3(args: argparse.Namespace, out_dir: Path) -> dict[str, Any]:
     return part
 
 
+def _part4(args: argparse.Namespace, out_dir: Path) -> dict[str, Any]:
+    """Like parts 1 and 3, runs so far are kept when a later one fails."""
+    config = RoutingConfig(
+        out_dir=out_dir,
+        clients=args.clients,
+        requests=args.requests_per_run,
+        prefixes=args.system_prompts,
+        system_tokens=args.system_tokens,
+        max_tokens=args.reply_tokens,
+        kv_blocks=args.kv_blocks,
+        policies=tuple(p.strip() for p in args.policies.split(",") if p.strip()),
+    )
+    routing = Routing(config, _log)
+    part: dict[str, Any] = {"workload": config.workload()}
+    try:
+        routing.run()
+    except Exception as exc:
+        _log(f"part 4 failed: {exc}")
+        part["error"] = str(exc)
+    part["runs"] = routing.runs
+    part["rows"] = routing_report.rows(routing.runs)
+    for name, value in routing_report.ratios(part["rows"]).items():
+        _log(f"  {name}: {'-' if value is None else f'{value:.3f}'}")
+    return part
+
+
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     stop_on_sigterm()
@@ -223,15 +271,20 @@ def main(argv: list[str] | None = None) -> None:
         results["gateway_cost"] = _part2(args, out_dir / "part2")
     if args.part3:
         results["gpu_rates"] = _part3(args, out_dir / "part3")
+    if args.part4:
+        results["routing"] = _part4(args, out_dir / "part4")
     results["targets"] = report.targets(
         results.get("serving", {}).get("runs", []),
         results.get("serving", {}).get("ratios", []),
         results.get("serving", {}).get("ttft_pairs"),
         results.get("gateway_cost") if "error" not in results.get("gateway_cost", {}) else None,
     ) + gpu_report.targets(results.get("gpu_rates", {}).get("ratios", []))
+    results["targets"] += routing_report.targets(results.get("routing", {}).get("rows", []))
     _log("targets:")
     _print_targets(results["targets"])
     sections = (gpu_report.markdown(results["gpu_rates"]),) if "gpu_rates" in results else ()
+    if "routing" in results:
+        sections += (routing_report.markdown(results["routing"]),)
     written = report.write(out_dir, results, sections)
     png = chart.draw(results, out_dir / "chart.png")
     if png is None:
@@ -239,7 +292,7 @@ def main(argv: list[str] | None = None) -> None:
     else:
         written.append(png)
     _log("wrote " + ", ".join(str(p) for p in written))
-    if any("error" in results.get(key, {}) for key in ("serving", "gateway_cost", "gpu_rates")):
+    if any("error" in results.get(key, {}) for key in ("serving", "gateway_cost", "gpu_rates", "routing")):
         sys.exit(1)
 
 

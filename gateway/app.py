@@ -17,7 +17,6 @@ from gateway.core.caps import Caps
 from gateway.drain import Drain, DrainMiddleware, SignalDrain, shutting_down
 from gateway.drain.metrics import DrainMetrics
 from gateway.errors import install_error_handlers
-from gateway.model_map import ModelMap
 from gateway.observability.federation import TritonMetricsFederation
 from gateway.observability.llm_metrics import LLMMetrics
 from gateway.observability.logs import configure_logging
@@ -27,11 +26,43 @@ from gateway.observability.request_context import RequestContextMiddleware
 from gateway.resilience.breaker import BreakerBoard
 from gateway.resilience.deadlines import StreamDeadlines
 from gateway.observability.runtime import RuntimeMetrics
-from gateway.routers import health, metrics, models, openai
+from gateway.responses.store import ResponseStore, database_url
+from gateway.routers import health, metrics, models, openai, responses
 from gateway.settings import Settings, get_settings
+from gateway.routing.fleet import Fleet, FleetConfig
+from gateway.routing.metrics import RoutingMetrics
+from gateway.routing.upstreams import metrics_urls
 from gateway.triton_client import TritonClient
 
 log = logging.getLogger("gateway")
+
+
+def _fleet(settings: Settings, upstream_metrics: UpstreamMetrics, routing_metrics: RoutingMetrics) -> Fleet:
+    def client(url: str) -> TritonClient:
+        return TritonClient(
+            url,
+            request_timeout_s=settings.request_timeout_s,
+            health_timeout_s=settings.health_timeout_s,
+            deadlines=StreamDeadlines(settings.first_token_timeout_s, settings.stall_timeout_s),
+            breakers=BreakerBoard(settings.breaker_failures, settings.breaker_cooldown_s),
+            metrics=upstream_metrics,
+            grpc_status_codes=settings.triton_grpc_status_codes,
+        )
+
+    entries = settings.upstream_entries
+    config = FleetConfig(
+        policy=settings.routing,
+        retries=settings.upstream_retries,
+        prefix_chars=settings.prefix_chars,
+        model_refresh_s=settings.model_refresh_s,
+        load_refresh_s=settings.load_refresh_s,
+        dns_refresh_s=settings.dns_refresh_s,
+        metrics_port=settings.triton_metrics_port,
+        request_timeout_s=settings.request_timeout_s,
+        scrape_timeout_s=settings.metrics_timeout_s,
+    )
+    static_metrics = metrics_urls(entries.static, settings.triton_metrics_urls, settings.triton_metrics_port)
+    return Fleet(entries, static_metrics, client, config, routing_metrics)
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -40,26 +71,23 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        app.state.triton = TritonClient(
-            settings.triton_grpc_url,
-            request_timeout_s=settings.request_timeout_s,
-            health_timeout_s=settings.health_timeout_s,
-            deadlines=StreamDeadlines(settings.first_token_timeout_s, settings.stall_timeout_s),
-            breakers=BreakerBoard(settings.breaker_failures, settings.breaker_cooldown_s),
-            metrics=app.state.upstream_metrics,
-            grpc_status_codes=settings.triton_grpc_status_codes,
-        )
-        app.state.model_map = ModelMap(app.state.triton.repository_index, settings.model_refresh_s)
-        app.state.model_map.start()
-        app.state.federation = TritonMetricsFederation(settings.triton_metrics_urls, settings.metrics_timeout_s)
+        app.state.fleet = _fleet(settings, app.state.upstream_metrics, app.state.routing_metrics)
+        await app.state.fleet.start()
+        # One replica: the configured metrics endpoints, as ever; several: each replica's own.
+        metrics_urls = app.state.fleet.metrics_urls if settings.triton_grpc_urls else lambda: settings.triton_metrics_urls
+        app.state.federation = TritonMetricsFederation(metrics_urls, settings.metrics_timeout_s)
         app.state.admission = build_admission(settings, app.state.admission_metrics, app.state.federation)
+        app.state.responses = ResponseStore(database_url(settings.database_url, settings.data_dir))
+        await app.state.responses.migrate()
         stop = asyncio.Event()
         background = [asyncio.create_task(app.state.keys.watch(stop))]
+        if settings.responses_retention_s is not None:
+            background.append(asyncio.create_task(app.state.responses.sweep_forever(settings.responses_retention_s, stop)))
         if app.state.admission.engine_queues is not None:
             background.append(asyncio.create_task(app.state.admission.engine_queues.run(stop)))
         if not app.state.keys.table.required:
             log.warning("no API key is configured (GATEWAY_API_KEYS, GATEWAY_API_KEYS_FILE): serving without auth")
-        signals = SignalDrain(app.state.drain, lambda: app.state.triton.cut_streams(shutting_down()), drain_metrics)
+        signals = SignalDrain(app.state.drain, lambda: app.state.fleet.cut_streams(shutting_down()), drain_metrics)
         signals.install()
         # Everything made at start-up lives as long as the process: leave it out of the collector's scans.
         gc.freeze()
@@ -69,10 +97,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             stop.set()
             await asyncio.gather(*background, return_exceptions=True)
             await app.state.admission.limiter.close()
+            await app.state.responses.close()
             await signals.close()
-            await app.state.model_map.stop()
             await app.state.federation.close()
-            await app.state.triton.close()
+            await app.state.fleet.close()
             forget_this_worker(settings.prometheus_multiproc_dir)
 
     app = FastAPI(title="Triton vLLM OpenAI gateway", lifespan=lifespan)
@@ -83,6 +111,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.runtime_metrics = RuntimeMetrics(app.state.registry)
     app.state.keys = KeyStore(settings.api_keys, settings.api_keys_file)
     app.state.upstream_metrics = UpstreamMetrics(app.state.registry)
+    app.state.routing_metrics = RoutingMetrics(app.state.registry)
     app.state.caps = Caps(settings.max_n, settings.max_tokens, settings.max_prompts)
     app.state.readiness = health.ReadinessCache(settings.ready_cache_s)
     app.state.drain = Drain(settings.drain_timeout_s)
@@ -90,6 +119,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     Instrumentator(registry=app.state.registry, excluded_handlers=["/metrics"]).instrument(app)
     install_error_handlers(app)
     app.include_router(openai.router)
+    app.include_router(responses.router)
     app.include_router(models.router)
     app.include_router(health.router)
     app.include_router(metrics.router)

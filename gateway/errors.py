@@ -8,7 +8,7 @@ from collections.abc import Mapping
 import orjson
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import ORJSONResponse
+from starlette.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import Send
 
@@ -21,6 +21,15 @@ _TYPES = {
     503: "service_unavailable",
     504: "timeout",
 }
+
+
+class JSONBytesResponse(JSONResponse):
+    """A JSON response of plain dicts serialised by orjson. The gateway's bodies are dicts built by its pure
+    core, not pydantic models, so FastAPI's response-model path does not apply; FastAPI deprecated its own
+    `JSONBytesResponse`."""
+
+    def render(self, content: object) -> bytes:
+        return orjson.dumps(content)
 
 
 class OpenAIError(Exception):
@@ -79,21 +88,21 @@ def _validation_message(exc: RequestValidationError) -> tuple[str, str | None]:
 
 
 def install_error_handlers(app: FastAPI) -> None:
-    async def openai_error(_: Request, exc: OpenAIError) -> ORJSONResponse:
-        return ORJSONResponse(exc.body(), status_code=exc.status, headers=exc.headers or None)
+    async def openai_error(_: Request, exc: OpenAIError) -> JSONBytesResponse:
+        return JSONBytesResponse(exc.body(), status_code=exc.status, headers=exc.headers or None)
 
-    async def validation_error(_: Request, exc: RequestValidationError) -> ORJSONResponse:
+    async def validation_error(_: Request, exc: RequestValidationError) -> JSONBytesResponse:
         message, param = _validation_message(exc)
-        return ORJSONResponse(OpenAIError(400, message, param=param).body(), status_code=400)
+        return JSONBytesResponse(OpenAIError(400, message, param=param).body(), status_code=400)
 
-    async def http_error(_: Request, exc: StarletteHTTPException) -> ORJSONResponse:
+    async def http_error(_: Request, exc: StarletteHTTPException) -> JSONBytesResponse:
         err = OpenAIError(exc.status_code, str(exc.detail))
-        return ORJSONResponse(err.body(), status_code=exc.status_code)
+        return JSONBytesResponse(err.body(), status_code=exc.status_code)
 
-    async def unexpected_error(_: Request, exc: Exception) -> ORJSONResponse:
+    async def unexpected_error(_: Request, exc: Exception) -> JSONBytesResponse:
         log.exception("unhandled error")
         err = OpenAIError(500, "The server had an error while processing your request.", type="server_error")
-        return ORJSONResponse(err.body(), status_code=500)
+        return JSONBytesResponse(err.body(), status_code=500)
 
     app.add_exception_handler(OpenAIError, openai_error)
     app.add_exception_handler(RequestValidationError, validation_error)

@@ -5,8 +5,10 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from gateway.routing.upstreams import UpstreamEntries, parse_entries
 
 
 class Settings(BaseSettings):
@@ -16,7 +18,37 @@ class Settings(BaseSettings):
 
     host: str = "0.0.0.0"
     port: int = Field(9000, ge=1, le=65535)
-    triton_grpc_url: str = Field("localhost:8001", description="host:port of Triton's gRPC endpoint")
+    triton_grpc_url: str = Field("localhost:8001", description="host:port of Triton's gRPC endpoint (one replica)")
+    triton_grpc_urls: str | None = Field(
+        None,
+        description="several Triton replicas, comma-separated: host:port entries and/or dns:///name:port (re-resolved "
+        "every GATEWAY_DNS_REFRESH_S, one replica per address: a headless Service); replaces GATEWAY_TRITON_GRPC_URL",
+    )
+    routing: Literal["least_load", "prefix", "round_robin"] = Field(
+        "least_load",
+        description="how a replica is picked: least_load (the better of two random replicas by load), prefix "
+        "(prompt-prefix affinity by rendezvous hashing, bounded by load), round_robin",
+    )
+    required_models: str | None = Field(
+        None,
+        description="comma-separated models that must be servable for readiness; unset: every model any replica "
+        "knows must be",
+    )
+    upstream_retries: int = Field(
+        2, ge=0, description="retries on another replica when one fails with UNAVAILABLE before the first byte"
+    )
+    prefix_chars: int = Field(
+        512, ge=1, description="the prompt's leading characters that choose its home replica under prefix routing"
+    )
+    load_refresh_s: float = Field(0.25, gt=0, description="how often each replica's engine gauges are scraped")
+    dns_refresh_s: float = Field(5.0, gt=0, description="how often dns:/// replica entries are resolved again")
+    triton_metrics_port: int = Field(
+        8002,
+        ge=1,
+        le=65535,
+        description="Triton's metrics port on each replica, when GATEWAY_TRITON_METRICS_URLS does not list one "
+        "per replica",
+    )
     request_timeout_s: float = Field(600.0, gt=0, description="upper bound for one generation request")
     first_token_timeout_s: float | None = Field(
         None,
@@ -138,8 +170,38 @@ class Settings(BaseSettings):
         description="after SIGTERM, how long generations in flight may run before they are cut with an error "
         "event; the process exits a few seconds later (keep Kubernetes' grace period above preStop plus this)",
     )
+    # The Responses API's store (gateway/responses/).
+    data_dir: str = Field("data", description="the gateway's data folder: the default SQLite store of responses")
+    database_url: str | None = Field(
+        None,
+        description="postgresql://user:password@host:port/db: the responses store on PostgreSQL (asyncpg) instead "
+        "of SQLite in GATEWAY_DATA_DIR (any SQLAlchemy async URL works)",
+    )
+    responses_retention_s: float | None = Field(
+        30 * 24 * 3600.0,
+        gt=0,
+        description="stored responses older than this are removed (a sweep runs in the background); unset: kept",
+    )
     log_level: str = "info"
     log_content: bool = Field(False, description="put prompts and outputs in the request logs")
+
+
+    @field_validator("triton_grpc_urls")
+    @classmethod
+    def _replicas_parse(cls, value: str | None) -> str | None:
+        if value is not None:
+            parse_entries(value)  # a malformed entry stops the start with its name
+        return value
+
+    @property
+    def upstream_entries(self) -> UpstreamEntries:
+        if self.triton_grpc_urls:
+            return parse_entries(self.triton_grpc_urls)
+        return UpstreamEntries((self.triton_grpc_url,))
+
+    @property
+    def required_model_names(self) -> list[str]:
+        return [name.strip() for name in (self.required_models or "").split(",") if name.strip()]
 
 
 @lru_cache

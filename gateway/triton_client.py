@@ -49,7 +49,12 @@ class _Outcome:
 
 
 class UpstreamError(OpenAIError):
-    """Triton refused or failed a request."""
+    """Triton refused or failed a request. `retryable`: the replica could not take it (unreachable, its engine
+    unavailable, its breaker open), so another replica may, as long as nothing was sent to the client yet."""
+
+    def __init__(self, status: int, message: str, *, retryable: bool = False, **fields: object) -> None:
+        super().__init__(status, message, **fields)  # type: ignore[arg-type]
+        self.retryable = retryable
 
 
 # The backend starts the message of every error caused by the request with this.
@@ -63,7 +68,9 @@ def _without_prefix(details: str) -> str:
 def _rpc_error(exc: grpc.aio.AioRpcError) -> OpenAIError:
     code = exc.code()
     details = exc.details() or str(code)
-    if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED):
+    if code == grpc.StatusCode.UNAVAILABLE:
+        return UpstreamError(503, f"Triton is unavailable: {details}", retryable=True)
+    if code == grpc.StatusCode.CANCELLED:
         return UpstreamError(503, f"Triton is unavailable: {details}")
     if code == grpc.StatusCode.DEADLINE_EXCEEDED:
         return UpstreamError(504, "The request to Triton timed out.", code="request_timeout")
@@ -81,7 +88,7 @@ def stream_error(message: str) -> OpenAIError:
         return UpstreamError(400, _without_prefix(message))
     lowered = message.lower()
     if "unavailable" in lowered or "unhealthy" in lowered:
-        return UpstreamError(503, message)
+        return UpstreamError(503, message, retryable=True)
     if "unknown model" in lowered or "not found" in lowered:
         return UpstreamError(404, message)
     return UpstreamError(502, message, type="upstream_error")
@@ -181,6 +188,7 @@ class TritonClient:
                 f"Triton is unavailable for `{model}`: failing fast after repeated errors; retry later.",
                 code="circuit_open",
                 headers={"Retry-After": str(max(1, math.ceil(wait_s)))},
+                retryable=True,
             )
         return breaker
 

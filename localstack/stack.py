@@ -5,10 +5,11 @@ Used by `make up` and by the end-to-end tests, so both run exactly the same thin
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,16 @@ from localstack.processes import Service, SignalFlag, wait_until
 
 
 RUN_MARKER = "LOCALSTACK_RUN_DIR"
+REPLICA_PORT_STEP = 100
+
+# A virtual environment whose vLLM the backend's stub runs instead of the project's (make test-compat).
+BACKEND_VENV_VAR = "LOCALSTACK_BACKEND_VENV"
+
+
+def backend_venv_from_env() -> Path | None:
+    value = os.environ.get(BACKEND_VENV_VAR, "").strip()
+    return Path(value) if value else None
+
 
 # Triton's Python backend hands every response a model sends to a thread pool of its model instance, 32
 # threads unless told otherwise. Our backend sends one response at a time, from one thread, so two threads
@@ -101,6 +112,25 @@ class StackConfig:
     engine_memory_share: float = ENGINE_MEMORY_SHARE
     # Triton, its stubs and the gateway on the cores vLLM's CPU workers leave free (localstack.placement).
     keep_off_engine_cores: bool = True
+    # Triton replicas, each with its own engine, behind the one gateway; replica i listens on the ports + 100 * i.
+    replicas: int = 1
+    # The venv the stub's Python (and so vLLM) comes from; None: the one running this code. It must be built
+    # on the same interpreter, whose libpython the stub embeds.
+    backend_venv: Path | None = field(default_factory=backend_venv_from_env)
+
+    def replica(self, index: int) -> "StackConfig":
+        """The configuration of replica `index` (1 and up): its own ports and run folder, a share of the memory,
+        and no core placement (two engines on one machine's cores, placement tuned for one does not apply)."""
+        offset = REPLICA_PORT_STEP * index
+        return replace(
+            self,
+            run_dir=self.run_dir / f"replica-{index}",
+            http_port=self.http_port + offset,
+            grpc_port=self.grpc_port + offset,
+            metrics_port=self.metrics_port + offset,
+            replicas=1,
+            keep_off_engine_cores=False,
+        )
 
     @classmethod
     def serving(cls, model: ServedModel, **settings: Any) -> "StackConfig":
@@ -116,7 +146,15 @@ class StackConfig:
 
 class LocalStack:
     def __init__(self, config: StackConfig) -> None:
+        if config.replicas > 1:  # each engine gets its share of what one would reserve
+            config = replace(
+                config,
+                engine_memory_share=config.engine_memory_share / config.replicas,
+                keep_off_engine_cores=False,
+            )
         self.config = config
+        # Replicas 2..N: Triton only, each a stack of its own; the gateway (this stack's) spreads over all.
+        self.replicas = [LocalStack(config.replica(i)) for i in range(1, config.replicas)]
         self.triton: Service | None = None
         self.gateway: Service | None = None
         self.serving_cores: set[int] = set()
@@ -149,7 +187,8 @@ class LocalStack:
 
     def _triton_env(self) -> dict[str, str]:
         env = dict(os.environ)
-        venv_bin = str(Path(sys.executable).parent)
+        venv = self.config.backend_venv
+        venv_bin = str(venv / "bin") if venv is not None else str(Path(sys.executable).parent)
         # The stub embeds the first `python3` on PATH and ignores PYTHONPATH.
         env["PATH"] = f"{venv_bin}:{env.get('PATH', '')}"
         # The interpreter's own libpython first, so the stub embeds the same build as the venv.
@@ -225,14 +264,27 @@ class LocalStack:
             {
                 "GATEWAY_HOST": cfg.gateway_host,
                 "GATEWAY_PORT": str(port),
-                "GATEWAY_TRITON_GRPC_URL": f"127.0.0.1:{cfg.grpc_port}",
-                "GATEWAY_TRITON_METRICS_URLS": f'["{self.triton_metrics_url}"]',
+                **self._upstream_env(),
                 RUN_MARKER: str(cfg.run_dir),  # its workers too are found by `stray_processes`
+                "GATEWAY_DATA_DIR": str(cfg.run_dir / f"{name}-data"),  # its stored responses, not the repo's
                 **cfg.gateway_env,
                 **(extra_env or {}),
             }
         )
         return Service(name, [sys.executable, "-m", "gateway"], env, cfg.run_dir / f"{name}.log", cwd=REPO_ROOT)
+
+    def _upstream_env(self) -> dict[str, str]:
+        if not self.replicas:
+            return {
+                "GATEWAY_TRITON_GRPC_URL": f"127.0.0.1:{self.config.grpc_port}",
+                "GATEWAY_TRITON_METRICS_URLS": json.dumps([self.triton_metrics_url]),
+            }
+        stacks = [self, *self.replicas]
+        return {
+            "GATEWAY_TRITON_GRPC_URLS": ",".join(f"127.0.0.1:{s.config.grpc_port}" for s in stacks),
+            "GATEWAY_TRITON_METRICS_URLS": json.dumps([s.triton_metrics_url for s in stacks]),
+            "GATEWAY_REQUIRED_MODELS": ",".join(self.served_models()),
+        }
 
     def start_gateway(self) -> None:
         self.gateway = self.gateway_service("gateway", self.config.gateway_port)
@@ -247,10 +299,10 @@ class LocalStack:
             raise StackError(f"the gateway did not become ready:\n{self.gateway.log_tail() if self.gateway else ''}")
 
     def engine_processes(self) -> list:
-        """vLLM's engine-core processes under this stack's Triton."""
+        """vLLM's engine-core processes under this stack's Triton (and its replicas')."""
+        found = [process for replica in self.replicas for process in replica.engine_processes()]
         if self.triton is None:
-            return []
-        found = []
+            return found
         for process in self.triton.descendants():
             try:
                 if "EngineCore" in " ".join(process.cmdline()) or "EngineCore" in process.name():
@@ -299,8 +351,13 @@ class LocalStack:
         self.config.run_dir.mkdir(parents=True, exist_ok=True)
         try:
             self.start_triton()
+            for replica in self.replicas:
+                replica.config.run_dir.mkdir(parents=True, exist_ok=True)
+                replica.start_triton()
             self.start_gateway()
             self.wait_triton_ready()
+            for replica in self.replicas:
+                replica.wait_triton_ready()
             self.wait_gateway_ready()
             self.place_processes()
             if self.config.keep_off_engine_cores:
@@ -314,6 +371,8 @@ class LocalStack:
     def interrupt(self) -> None:
         """Makes a `start` under way give up (it then stops what it started). Safe from a signal handler."""
         self._interrupted.set()
+        for replica in self.replicas:
+            replica.interrupt()
 
     def gateway_stop_grace_s(self) -> float:
         """How long a stopping gateway may take: its drain, then its shutdown."""
@@ -331,6 +390,8 @@ class LocalStack:
             self.gateway.stop(grace_s=self.gateway_stop_grace_s())
         if self.triton is not None:
             self.triton.stop()
+        for replica in self.replicas:
+            replica.stop()
 
     def __enter__(self) -> "LocalStack":
         return self.start()

@@ -30,6 +30,10 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     # An empty variable (the Makefile passes MODEL= when none is given) means unset.
     parser.add_argument("--model", default=os.environ.get("MODEL") or None, help="a prepared model or a folder")
     parser.add_argument("--model-repository", type=Path, default=os.environ.get("MODEL_REPOSITORY") or None)
+    parser.add_argument(
+        "--replicas", type=int, default=int(os.environ.get("REPLICAS") or 1),
+        help="Triton replicas behind the gateway, each with its own engine (ports + 100 per replica)",
+    )
     for name, port in (("http", 8000), ("grpc", 8001), ("metrics", 8002)):
         default = int(os.environ.get(f"TRITON_{name.upper()}_PORT") or port)
         parser.add_argument(f"--{name}-port", type=int, default=default, help=f"Triton's {name} port")
@@ -46,7 +50,9 @@ def stack_config(args: argparse.Namespace, cache: CachePaths) -> StackConfig:
         "grpc_port": args.grpc_port,
         "metrics_port": args.metrics_port,
     }
-    settings = {"run_dir": args.run_dir, "cache": cache, **ports}
+    if args.replicas < 1:
+        raise ValueError("REPLICAS must be 1 or more")
+    settings = {"run_dir": args.run_dir, "cache": cache, "replicas": args.replicas, **ports}
     if args.model_repository is not None:
         return StackConfig.serving_repository(args.model_repository.resolve(), **settings)
     if args.model:
@@ -84,14 +90,16 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"\n[up] ready in {time.monotonic() - started:.0f} s\n"
         f"     OpenAI base URL: {base}/v1   (model: {', '.join(stack.served_models())})\n"
-        f"     Triton: HTTP {stack.triton_http_url}, gRPC 127.0.0.1:{stack.config.grpc_port}, "
-        f"metrics {stack.triton_metrics_url}\n"
-        "     Ctrl-C stops everything.\n",
+        + "".join(
+            f"     Triton: HTTP {s.triton_http_url}, gRPC 127.0.0.1:{s.config.grpc_port}, metrics {s.triton_metrics_url}\n"
+            for s in (stack, *stack.replicas)
+        )
+        + "     Ctrl-C stops everything.\n",
         flush=True,
     )
     try:
         while not stop.wait(1.0):
-            for service in (stack.triton, stack.gateway):
+            for service in (stack.triton, stack.gateway, *(replica.triton for replica in stack.replicas)):
                 if service is not None and not service.running():
                     print(f"[up] {service.name} exited; see {service.log_path}", flush=True)
                     return 1

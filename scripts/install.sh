@@ -69,10 +69,32 @@ install_redis() {
     || log "could not install redis-server"
 }
 
+install_postgres() {
+  # Debian's postgresql: the responses store's tests start a throw-away cluster of their own on a free port
+  # (tests/postgres_server.py). Debian's own "main" cluster is not created, and nothing is started at install.
+  compgen -G "/usr/lib/postgresql/*/bin/postgres" >/dev/null && return
+  command -v apt-get >/dev/null || { log "apt-get not found: install postgresql for the responses store tests"; return; }
+  log "installing Debian's postgresql (no cluster created, none started)"
+  mkdir -p /etc/postgresql-common
+  [ -e /etc/postgresql-common/createcluster.conf ] || echo "create_main_cluster = false" > /etc/postgresql-common/createcluster.conf
+  local policy=""
+  if [ ! -e /usr/sbin/policy-rc.d ]; then  # services are not started by the package's scripts
+    policy=/usr/sbin/policy-rc.d
+    printf '#!/bin/sh\nexit 101\n' > "$policy" && chmod +x "$policy"
+  fi
+  local apt=(env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq -o Dpkg::Options::=--force-confold postgresql)
+  "${apt[@]}" >/dev/null 2>&1 \
+    || { apt-get update -qq >/dev/null 2>&1 || true; "${apt[@]}" >/dev/null 2>&1; } \
+    || log "could not install postgresql"
+  [ -n "$policy" ] && rm -f "$policy"
+  return 0
+}
+
 main() {
   install_venv
   install_promtool
   install_redis
+  install_postgres
   "$VENV/bin/python" -m localstack.prepare --cache-dir "$CACHE_DIR"
 }
 

@@ -1,10 +1,7 @@
-"""Which exceptions mean "the request was wrong" rather than "the engine failed"."""
+"""Which exceptions mean "the request was wrong" rather than "the engine failed" (chosen in `compat`)."""
 
 from __future__ import annotations
 
-try:  # vLLM's errors caused by the request itself; older releases raise ValueError only
-    from vllm.exceptions import VLLMClientError
+from vllm_backend.compat import CLIENT_ERRORS
 
-    CLIENT_ERRORS: tuple[type[Exception], ...] = (ValueError, TypeError, VLLMClientError)
-except ImportError:  # pragma: no cover
-    CLIENT_ERRORS = (ValueError, TypeError)
+__all__ = ["CLIENT_ERRORS"]

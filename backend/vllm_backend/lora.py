@@ -12,7 +12,7 @@ import json
 import os
 from typing import Any
 
-from vllm.lora.request import LoRARequest
+from vllm_backend.compat import LoRARequest
 
 MULTI_LORA_FILE = "multi_lora.json"
 # vLLM reads this file from every adapter folder.

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from vllm.v1.metrics.loggers import StatLoggerBase
+from vllm_backend.compat import ITL_FIELD, KV_USAGE_FIELD, StatLoggerBase, record_arguments
 
 COUNTER, HISTOGRAM, GAUGE = "counter", "histogram", "gauge"
 
@@ -67,6 +67,9 @@ def family_specs(max_model_len: int) -> list[FamilySpec]:
         FamilySpec("vllm:num_requests_running", GAUGE, "Number of requests currently running on the engine."),
         FamilySpec("vllm:num_requests_waiting", GAUGE, "Number of requests waiting to be processed."),
         FamilySpec("vllm:kv_cache_usage_perc", GAUGE, "KV-cache usage. 1 means 100 percent usage."),
+        # Beyond the stock backend: what prefix-aware routing buys (hits / queries, per replica).
+        FamilySpec("vllm:prefix_cache_queries_total", COUNTER, "Prefix cache queries, in queried tokens."),
+        FamilySpec("vllm:prefix_cache_hits_total", COUNTER, "Prefix cache hits, in cached tokens."),
     ]  # fmt: skip
 
 
@@ -86,10 +89,7 @@ def updates_from_stats(scheduler_stats: Any, iteration_stats: Any) -> list[Updat
             updates.append(("vllm:generation_tokens_total", "inc", generation))
         for value in getattr(iteration_stats, "time_to_first_tokens_iter", ()):
             updates.append(("vllm:time_to_first_token_seconds", "observe", value))
-        itls = getattr(iteration_stats, "inter_token_latencies_iter", None)
-        if itls is None:
-            itls = getattr(iteration_stats, "time_per_output_tokens_iter", ())
-        for value in itls:
+        for value in getattr(iteration_stats, ITL_FIELD, ()):
             updates.append(("vllm:time_per_output_token_seconds", "observe", value))
         for value in getattr(iteration_stats, "n_params_iter", ()):
             updates.append(("vllm:request_params_n", "observe", value))
@@ -100,7 +100,13 @@ def updates_from_stats(scheduler_stats: Any, iteration_stats: Any) -> list[Updat
     if scheduler_stats is not None:
         updates.append(("vllm:num_requests_running", "set", getattr(scheduler_stats, "num_running_reqs", 0)))
         updates.append(("vllm:num_requests_waiting", "set", getattr(scheduler_stats, "num_waiting_reqs", 0)))
-        updates.append(("vllm:kv_cache_usage_perc", "set", getattr(scheduler_stats, "kv_cache_usage", 0.0)))
+        updates.append(("vllm:kv_cache_usage_perc", "set", getattr(scheduler_stats, KV_USAGE_FIELD, 0.0)))
+        prefix = getattr(scheduler_stats, "prefix_cache_stats", None)
+        if prefix is not None:
+            if queries := getattr(prefix, "queries", 0):
+                updates.append(("vllm:prefix_cache_queries_total", "inc", queries))
+            if hits := getattr(prefix, "hits", 0):
+                updates.append(("vllm:prefix_cache_hits_total", "inc", hits))
     return updates
 
 
@@ -134,8 +140,8 @@ def stat_logger_factory(sink: MetricsSink) -> Callable[..., StatLoggerBase]:
         def __init__(self, vllm_config: Any, engine_index: int = 0) -> None:
             self.engine_index = engine_index
 
-        def record(self, scheduler_stats: Any, iteration_stats: Any, mm_cache_stats: Any = None, engine_idx: int = 0):
-            sink.submit(updates_from_stats(scheduler_stats, iteration_stats))
+        def record(self, *args: Any, **kwargs: Any) -> None:  # releases differ after the first two
+            sink.submit(updates_from_stats(*record_arguments(args, kwargs)))
 
         def log_engine_initialized(self) -> None:
             pass

@@ -12,10 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import msgspec
-from vllm import SamplingParams
-from vllm.sampling_params import RequestOutputKind, StructuredOutputsParams
-
-from vllm_backend.errors import CLIENT_ERRORS
+from vllm_backend.compat import CLIENT_ERRORS, STRUCTURED_FIELD, RequestOutputKind, SamplingParams, StructuredParams
 
 # Keys that configure the request rather than sampling.
 _STRUCTURED_KEYS = ("structured_outputs", "guided_decoding")
@@ -45,12 +42,12 @@ def _loads_object(raw: str | bytes, what: str) -> dict[str, Any]:
     return value
 
 
-def _structured_outputs(raw: Any) -> StructuredOutputsParams:
+def _structured_outputs(raw: Any) -> Any:
     spec = _loads_object(raw, "structured_outputs") if isinstance(raw, (str, bytes)) else raw
     if not isinstance(spec, dict):
         raise SamplingError("structured_outputs must be a JSON object")
     try:
-        return msgspec.convert(spec, StructuredOutputsParams, strict=False)
+        return msgspec.convert(spec, StructuredParams, strict=False)
     except (msgspec.ValidationError, *CLIENT_ERRORS) as exc:
         raise SamplingError(f"structured_outputs: {exc}") from None
 
@@ -73,7 +70,7 @@ def parse_sampling(raw: dict[str, Any], stream: bool) -> ParsedSampling:
     except CLIENT_ERRORS as exc:
         raise SamplingError(str(exc)) from None
     if structured is not None:
-        params.structured_outputs = structured
+        setattr(params, STRUCTURED_FIELD, structured)  # the field's name depends on the release
     params.output_kind = RequestOutputKind.DELTA if stream else RequestOutputKind.FINAL_ONLY
     return ParsedSampling(params=params, lora_name=str(lora_name) if lora_name is not None else None)
 

@@ -121,7 +121,8 @@ class ChatRender:
         self.role_sent = [False] * request.n
         self.held = [""] * request.n
 
-    def _tool_calls(self, text: str) -> tuple[str | None, list[ParsedToolCall]]:
+    def split_tool_calls(self, text: str) -> tuple[str | None, list[ParsedToolCall]]:
+        """The content and the tool calls in a choice's whole text (also used by the Responses API)."""
         if self.mode == "forced":
             try:
                 return None, parse_forced_tool_calls(text)
@@ -152,7 +153,7 @@ class ChatRender:
         self.held[delta.index] += delta.text
         if delta.finish_reason is None:
             return []
-        content, calls = self._tool_calls(self.held[delta.index])
+        content, calls = self.split_tool_calls(self.held[delta.index])
         message: dict[str, Any] = {}
         if content:
             message["content"] = content
@@ -164,7 +165,7 @@ class ChatRender:
         return {**self.base, "choices": [], "usage": usage(acc.prompt_tokens, acc.completion_tokens)}
 
     def _choice(self, index: int, text: str, finish_reason: str | None, acc: ChoiceAccumulator) -> dict[str, Any]:
-        content, calls = self._tool_calls(text)
+        content, calls = self.split_tool_calls(text)
         logprobs = chat_logprobs(acc.logprobs[index]) if self.request.logprobs else None
         message: dict[str, Any] = {"role": "assistant", "content": content, "refusal": None}
         if calls:

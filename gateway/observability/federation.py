@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import httpx
@@ -126,10 +127,11 @@ def status_text(results: list[FetchResult]) -> str:
 
 
 class TritonMetricsFederation:
-    """Fetches every configured Triton metrics endpoint concurrently, at scrape time."""
+    """Fetches every Triton metrics endpoint concurrently, at scrape time. `urls` is asked each time: the
+    replicas found by DNS come and go."""
 
-    def __init__(self, urls: list[str], timeout_s: float) -> None:
-        self.urls = urls
+    def __init__(self, urls: Callable[[], list[str]], timeout_s: float) -> None:
+        self._urls = urls
         self._client = httpx.AsyncClient(timeout=timeout_s)
 
     async def close(self) -> None:
@@ -145,7 +147,7 @@ class TritonMetricsFederation:
             return FetchResult(url, False, time.perf_counter() - started)
 
     async def fetch_all(self) -> list[FetchResult]:
-        return list(await asyncio.gather(*(self._fetch(url) for url in self.urls)))
+        return list(await asyncio.gather(*(self._fetch(url) for url in self._urls())))
 
     async def exposition(self) -> str:
         results = await self.fetch_all()

@@ -6,17 +6,17 @@ from fastapi import Request
 
 from gateway.admission import Admission, caller_of
 from gateway.errors import model_not_found
-from gateway.model_map import ModelMap, ready_names
-from gateway.triton_client import TritonClient
+from gateway.model_map import ready_names
+from gateway.routing.fleet import Fleet
 
 
-async def triton(request: Request) -> TritonClient:
-    """Async, so FastAPI calls it in the event loop instead of a worker thread."""
-    return request.app.state.triton
+async def triton(request: Request) -> Fleet:
+    """The Triton replicas. Async, so FastAPI calls it in the event loop instead of a worker thread."""
+    return request.app.state.fleet
 
 
-def _model_map(request: Request) -> ModelMap:
-    return request.app.state.model_map
+def _model_map(request: Request) -> Fleet:
+    return request.app.state.fleet
 
 
 async def admission(request: Request) -> Admission:

@@ -11,7 +11,6 @@ from typing import Any, Protocol
 
 import orjson
 from fastapi import APIRouter, Depends, Request
-from fastapi.responses import ORJSONResponse
 
 from gateway.admission import Admission, Slot, caller_of
 from gateway.core import chat, completions
@@ -19,14 +18,14 @@ from gateway.core.caps import Caps, check_chat, check_completion, with_default_t
 from gateway.core.choices import ChoiceAccumulator, ChoiceDelta, usage
 from gateway.core.tools import ToolCallParser, tool_call_parser
 from gateway.core.upstream import GenerateChunk, GenerateRequest
-from gateway.errors import OpenAIError
+from gateway.errors import JSONBytesResponse, OpenAIError
 from gateway.observability.request_context import request_record
 from gateway.observability.tracker import GenerationTracker
 from gateway.protocol import ChatCompletionRequest, CompletionRequest, SamplingFields
 from gateway.routers.deps import admission, resolve_model, triton
 from gateway.routers.disconnects import DisconnectWatch, EventStreamResponse
 from gateway.streams import coalesced, merge
-from gateway.triton_client import TritonClient
+from gateway.routing.fleet import Fleet
 
 router = APIRouter(tags=["openai"])
 
@@ -35,6 +34,18 @@ class Render(Protocol):
     def chunks(self, delta: ChoiceDelta) -> list[dict[str, Any]]: ...
     def usage_chunk(self, acc: ChoiceAccumulator) -> dict[str, Any]: ...
     def response(self, acc: ChoiceAccumulator) -> dict[str, Any]: ...
+
+
+class Wire(Protocol):
+    """How a stream is framed and ended, and what runs once a generation succeeded: a hook for endpoints whose
+    stream differs from chat's (the Responses API names its events and sends no [DONE])."""
+
+    done: bytes
+
+    def frame(self, payload: dict[str, Any]) -> bytes: ...
+    def closing(self, acc: ChoiceAccumulator) -> list[dict[str, Any]]: ...
+    def failure(self, exc: OpenAIError) -> list[dict[str, Any]]: ...
+    async def succeeded(self, acc: ChoiceAccumulator) -> None: ...
 
 
 _DONE = b"data: [DONE]\n\n"
@@ -47,6 +58,28 @@ def _event(payload: dict[str, Any]) -> bytes:
     return b"data: " + orjson.dumps(payload) + b"\n\n"
 
 
+class ChatWire:
+    """Chat and completions: `data:` events, the usage chunk when asked for, then [DONE]."""
+
+    done = _DONE
+
+    def __init__(self, render: Render, body: SamplingFields) -> None:
+        self.render = render
+        self.body = body
+
+    def frame(self, payload: dict[str, Any]) -> bytes:
+        return _event(payload)
+
+    def closing(self, acc: ChoiceAccumulator) -> list[dict[str, Any]]:
+        return [self.render.usage_chunk(acc)] if self.body.include_usage else []
+
+    def failure(self, exc: OpenAIError) -> list[dict[str, Any]]:
+        return [exc.body()]
+
+    async def succeeded(self, acc: ChoiceAccumulator) -> None:
+        return None
+
+
 def _outcome(exc: OpenAIError) -> str:
     return "client_error" if exc.status < 500 else "server_error"
 
@@ -56,15 +89,17 @@ class Generation:
 
     def __init__(
         self,
-        client: TritonClient,
+        client: Fleet,
         upstreams: list[GenerateRequest],
         render: Render,
         body: SamplingFields,
         tracker: GenerationTracker,
         top_logprobs: int | None,
         slot: Slot,
+        wire: Wire | None = None,
     ) -> None:
         self.client = client
+        self.wire = wire or ChatWire(render, body)
         self.slot = slot
         if slot.counts_tokens:  # every response carries counts, so that a stream cut short is counted too
             upstreams = [replace(upstream, sparse_outputs=False) for upstream in upstreams]
@@ -142,7 +177,7 @@ class Generation:
     def _frames(self, item: tuple[int, GenerateChunk]) -> bytes:
         """The events of one backend response, framed and joined: one write, whatever the choices. The last
         response's events are held back, to go out with the usage chunk and [DONE] in the stream's last write."""
-        frames = b"".join([_event(payload) for payload in self._payloads(item)])
+        frames = b"".join([self.wire.frame(payload) for payload in self._payloads(item)])
         if item[1].final and len(self.upstreams) == 1:
             self._tail = frames
             return b""
@@ -157,30 +192,31 @@ class Generation:
             async for item in rest:
                 if frames := self._frames(item):
                     yield frames
-            if self.body.include_usage:
-                self._tail += _event(self.render.usage_chunk(self.acc))
+            self._tail += b"".join([self.wire.frame(payload) for payload in self.wire.closing(self.acc)])
             self._finish("ok")
+            await self.wire.succeeded(self.acc)
         except OpenAIError as exc:
             # Headers are gone: the error travels as an event, and the stream still ends properly.
             self._finish(_outcome(exc), exc.type)
-            self._tail += _event(exc.body())
+            self._tail += b"".join([self.wire.frame(payload) for payload in self.wire.failure(exc)])
         except (asyncio.CancelledError, GeneratorExit):
             self._finish("disconnected")
             raise
         finally:
             await rest.aclose()
         await self.slot.release()  # before the last write, so the client's next request sees the tokens counted
-        yield self._tail + _DONE
+        yield self._tail + self.wire.done
 
-    async def _complete(self, request: Request) -> ORJSONResponse:
+    async def _complete(self, request: Request) -> JSONBytesResponse:
         async with DisconnectWatch(request.receive) as watch:
             async for item in self._chunks():
                 self._deltas(item)
         if watch.disconnected:  # the generation in Triton was stopped by closing its stream
             self._finish("disconnected")
-            return ORJSONResponse(OpenAIError(499, "client disconnected").body(), status_code=499)
+            return JSONBytesResponse(OpenAIError(499, "client disconnected").body(), status_code=499)
         self._finish("ok")
-        return ORJSONResponse(self.render.response(self.acc))
+        await self.wire.succeeded(self.acc)
+        return JSONBytesResponse(self.render.response(self.acc))
 
 
 def _tracker(request: Request, model: str, endpoint: str, stream: bool, prompt: Any) -> GenerationTracker:
@@ -205,7 +241,7 @@ def _tool_parser(request: Request, model: str) -> ToolCallParser:
 async def create_completion(
     body: CompletionRequest,
     request: Request,
-    client: TritonClient = Depends(triton),
+    client: Fleet = Depends(triton),
     gate: Admission = Depends(admission),
 ) -> Any:
     caps: Caps = request.app.state.caps
@@ -223,7 +259,7 @@ async def create_completion(
 async def create_chat_completion(
     body: ChatCompletionRequest,
     request: Request,
-    client: TritonClient = Depends(triton),
+    client: Fleet = Depends(triton),
     gate: Admission = Depends(admission),
 ) -> Any:
     caps: Caps = request.app.state.caps

@@ -36,8 +36,11 @@ def test_updates_from_stats() -> None:
         n_params_iter=[1],
         finished_requests=[SimpleNamespace(e2e_latency=1.5, num_prompt_tokens=7, num_generation_tokens=4)],
     )
-    scheduler = SimpleNamespace(num_running_reqs=2, num_waiting_reqs=1, kv_cache_usage=0.25)
+    prefix = SimpleNamespace(queries=128, hits=96)
+    scheduler = SimpleNamespace(num_running_reqs=2, num_waiting_reqs=1, kv_cache_usage=0.25, prefix_cache_stats=prefix)
     updates = updates_from_stats(scheduler, iteration)
+    assert ("vllm:prefix_cache_queries_total", "inc", 128) in updates
+    assert ("vllm:prefix_cache_hits_total", "inc", 96) in updates
     assert ("vllm:prompt_tokens_total", "inc", 7) in updates
     assert ("vllm:generation_tokens_total", "inc", 3) in updates
     assert ("vllm:time_per_output_token_seconds", "observe", 0.03) in updates

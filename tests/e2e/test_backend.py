@@ -230,6 +230,7 @@ def test_engine_metrics_families_and_buckets(stack: LocalStack, model_name: str)
         ("vllm:request_generation_tokens", "histogram"), ("vllm:request_params_n", "histogram"),
         ("vllm:num_requests_running", "gauge"), ("vllm:num_requests_waiting", "gauge"),
         ("vllm:kv_cache_usage_perc", "gauge"), ("vllm:engine_healthy", "gauge"),
+        ("vllm:prefix_cache_queries_total", "counter"), ("vllm:prefix_cache_hits_total", "counter"),
     ):  # fmt: skip
         assert f"# TYPE {family} {kind}" in text, family
     assert f'vllm:request_params_n_bucket{{model="{model_name}",version="1",le="20"}}' in text

@@ -187,7 +187,7 @@ def metrics_server() -> Iterator[str]:
 
 async def test_shedding_refuses_the_model_whose_engines_have_too_many_waiting(metrics_server: str) -> None:
     metrics = _metrics()
-    federation = TritonMetricsFederation([metrics_server], timeout_s=2)
+    federation = TritonMetricsFederation(lambda: [metrics_server], timeout_s=2)
     queues = EngineQueues(federation, refresh_s=0.05)
     stop = asyncio.Event()
     scraper = asyncio.ensure_future(queues.run(stop))

@@ -63,7 +63,7 @@ def test_a_failed_probe_reopens_for_a_new_cooldown() -> None:
     assert breaker.admit() is None
     breaker.record_unavailable()  # one failure is enough when half-open
     assert breaker.is_open()
-    assert breaker.admit() == 10.0
+    assert breaker.admit() == 20.0  # each failed probe doubles the cool-down
 
 
 def test_an_abandoned_probe_lets_the_next_request_probe() -> None:
@@ -107,3 +107,29 @@ def test_a_probes_first_response_closes_the_breaker() -> None:
     assert breaker.admit() is None
     breaker.record_reachable()
     assert breaker.state is BreakerState.CLOSED and breaker.admit() is None
+
+
+def test_failed_probes_back_off_up_to_a_bound_and_a_success_resets() -> None:
+    clock = Clock()
+    opened: list[int] = []
+    breaker = CircuitBreaker(1, 10.0, clock, on_open=lambda: opened.append(1))
+    breaker.record_unavailable()
+    for expected in (20.0, 40.0, 80.0, 80.0):
+        clock.now += breaker.current_cooldown_s
+        assert breaker.admit() is None
+        breaker.record_unavailable()
+        assert breaker.admit() == expected
+    assert len(opened) == 5
+    clock.now += 80
+    assert breaker.admit() is None
+    breaker.record_success()
+    breaker.record_unavailable()
+    assert breaker.admit() == 10.0
+
+
+def test_reset_forgets_every_open_breaker() -> None:
+    board = BreakerBoard(1, 10.0, Clock())
+    board.for_model("m").record_unavailable()
+    assert board.open_models() == ["m"]
+    board.reset()
+    assert board.open_models() == [] and board.for_model("m").admit() is None

@@ -3,6 +3,7 @@ and its ports and service names agree with the gateway's settings."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -81,3 +82,40 @@ def test_triton_gets_the_local_stacks_grpc_allocation_pool(compose: dict) -> Non
 
     flag = f"--grpc-infer-allocation-pool-size={GRPC_INFER_ALLOCATION_POOL_SIZE}"
     assert flag in compose["services"]["triton"]["command"]
+
+
+def _default_image(text: str) -> str:
+    match = re.search(r"\$\{TRITON_IMAGE:-([^}]+)\}", text)
+    assert match, "TRITON_IMAGE needs a default"
+    return match.group(1)
+
+
+def _readme_releases() -> dict[str, str]:
+    """NGC release -> the row's check column, from the README's table of vLLM releases."""
+    rows = {}
+    for line in (ROOT / "README.md").read_text().splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if len(cells) == 5 and re.fullmatch(r"\d\d\.\d\d( \(.*\))?", cells[0]):
+            rows[cells[0].split()[0]] = cells[4]
+    return rows
+
+
+def test_default_image_is_a_checked_release_of_the_readme_table(compose: dict) -> None:
+    image = _default_image(compose["services"]["triton"]["image"])
+    repository, _, tag = image.partition(":")
+    assert repository == "nvcr.io/nvidia/tritonserver" and tag.endswith("-vllm-python-py3"), image
+    release = tag.removesuffix("-vllm-python-py3")
+    rows = _readme_releases()
+    assert release in rows, f"{release} is not in the README's table of NGC releases ({sorted(rows)})"
+    assert "PASS" in rows[release], rows[release]
+    # The newest release of the table whose vLLM passed is the default.
+    passing = [name for name, check in rows.items() if "PASS" in check and "every release" not in check]
+    assert release == max(passing), passing
+
+
+def test_dockerfile_triton_upgrades_the_default_image_and_keeps_our_backend(compose: dict) -> None:
+    dockerfile = (ROOT / "Dockerfile.triton").read_text()
+    image = _default_image(compose["services"]["triton"]["image"])
+    assert f"ARG TRITON_IMAGE={image}" in dockerfile
+    assert "COPY backend/ /opt/tritonserver/backends/vllm/" in dockerfile
+    assert re.search(r'pip install .*"vllm==\$\{VLLM_VERSION\}"', dockerfile)

@@ -1,0 +1,161 @@
+"""Part 4, routing over replicas: two Triton replicas of the fast model with prefix caching on, and one gateway
+at a time in front of them, restarted for each policy (`round_robin`, `least_load`, `prefix`) while the
+replicas keep running; then the same load through a gateway over one replica alone, the hit-rate baseline.
+
+Each run sends its own system prompts (seeded by the run's name), so no run finds another's prompts cached, and
+reads counter deltas, never absolute values. The engines' KV cache is capped (`kv_blocks`, vLLM's
+`num_gpu_blocks_override`) so that every prompt on every replica does not fit: with the engine's own cache,
+a million tokens on the fast model, every policy would cache every prompt everywhere and routing would decide
+nothing."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bench.jobs import run_json
+from bench.routing_report import POLICIES, SINGLE, kv_blocks
+from localstack.model_choice import memory_share
+from localstack.model_repo import write_model_repository
+from localstack.net import free_port, http_ok
+from localstack.paths import FAST_MODEL_NAME, CachePaths, default_cache_dir
+from localstack.processes import Service, wait_until
+from localstack.stack import LocalStack, StackConfig
+
+REPLICAS = 2
+BLOCK_TOKENS = 128  # vLLM's CPU block size unless told otherwise (vllm/platforms/cpu.py)
+
+
+@dataclass
+class RoutingConfig:
+    out_dir: Path
+    clients: int = 64
+    requests: int = 512  # per run
+    prefixes: int = 4
+    system_tokens: int = 1024
+    max_tokens: int = 16
+    user_words: int = 8
+    kv_blocks: int | None = None  # per engine; None: `routing_report.kv_blocks`; 0: the engine's own size
+    warmup_requests: int = 32
+    policies: tuple[str, ...] = (SINGLE, *POLICIES)
+    model: str = FAST_MODEL_NAME
+
+    def engine_blocks(self) -> int | None:
+        if self.kv_blocks is None:
+            return kv_blocks(self.prefixes, self.system_tokens, self.clients, REPLICAS, BLOCK_TOKENS)
+        return self.kv_blocks or None
+
+    def workload(self) -> dict[str, Any]:
+        return {
+            "clients": self.clients, "requests per run": self.requests, "system prompts": self.prefixes,
+            "system prompt tokens": self.system_tokens, "max_tokens": self.max_tokens,
+            "KV blocks per engine": self.engine_blocks() or "engine's own", "block tokens": BLOCK_TOKENS,
+        }  # fmt: skip
+
+
+def _repository(cfg: RoutingConfig, model_dir: Path) -> Path:
+    """The local stack's repository for the fast model, with prefix caching on and the cache capped."""
+    target = write_model_repository(cfg.out_dir / "model_repository", model_dir, cfg.model, memory_share(cfg.model))
+    path = target / cfg.model / "1" / "model.json"
+    args = json.loads(path.read_text())
+    args["enable_prefix_caching"] = True
+    blocks = cfg.engine_blocks()
+    if blocks:
+        args["num_gpu_blocks_override"] = blocks
+    path.write_text(json.dumps(args, indent=2) + "\n")
+    return target
+
+
+class Routing:
+    def __init__(self, config: RoutingConfig, log: Callable[[str], None] = print) -> None:
+        self.config = config
+        self.log = log
+        self.runs: list[dict[str, Any]] = []
+        self.model_dir = CachePaths(default_cache_dir()).fast_model_dir
+
+    def _stack(self) -> LocalStack:
+        cfg = self.config
+        config = StackConfig.serving_repository(
+            _repository(cfg, self.model_dir), run_dir=cfg.out_dir / "stack", http_port=free_port(),
+            grpc_port=free_port(), metrics_port=free_port(), gateway_port=free_port(), replicas=REPLICAS,
+            keep_off_engine_cores=False,
+        )  # fmt: skip
+        return LocalStack(config)
+
+    def _start_replicas(self, stack: LocalStack) -> list[LocalStack]:
+        """Triton only, every replica; the gateways come and go per run."""
+        replicas = [stack, *stack.replicas]
+        for replica in replicas:
+            replica.config.run_dir.mkdir(parents=True, exist_ok=True)
+            replica.start_triton()
+        for replica in replicas:
+            replica.wait_triton_ready()
+        return replicas
+
+    def _gateway(self, stack: LocalStack, replicas: list[LocalStack], name: str, policy: str) -> tuple[Service, str]:
+        port = free_port()
+        env = {
+            "GATEWAY_TRITON_GRPC_URLS": ",".join(f"127.0.0.1:{r.config.grpc_port}" for r in replicas),
+            "GATEWAY_TRITON_METRICS_URLS": json.dumps([r.triton_metrics_url for r in replicas]),
+            "GATEWAY_REQUIRED_MODELS": self.config.model,
+            "GATEWAY_ROUTING": policy,
+            "GATEWAY_READY_CACHE_S": "0",
+        }
+        service = stack.gateway_service(f"gateway-{name}", port, env)
+        url = f"http://{stack.config.gateway_host}:{port}"
+        if not wait_until(lambda: http_ok(f"{url}/health/ready"), 90, 0.5, service):
+            service.stop()
+            raise RuntimeError(f"the {name} gateway did not become ready:\n{service.log_tail()}")
+        return service, url
+
+    def _load(self, url: str, replicas: list[LocalStack], name: str, requests: int) -> dict[str, Any]:
+        cfg = self.config
+        args = [
+            "--url", url, "--model", cfg.model, "--tokenizer", str(self.model_dir),
+            "--metrics-urls", json.dumps([r.triton_metrics_url for r in replicas]),
+            "--replicas", json.dumps([f"127.0.0.1:{r.config.grpc_port}" for r in replicas]),
+            "--tag", name, "--prefixes", str(cfg.prefixes), "--system-tokens", str(cfg.system_tokens),
+            "--user-words", str(cfg.user_words), "--max-tokens", str(cfg.max_tokens),
+            "--clients", str(cfg.clients), "--requests", str(requests),
+        ]  # fmt: skip
+        return run_json("bench.prefix_load", args, cfg.out_dir / f"{name}.json", 3600)
+
+    def _one(self, stack: LocalStack, replicas: list[LocalStack], name: str, policy: str, requests: int) -> dict:
+        service, url = self._gateway(stack, replicas, name, policy)
+        try:
+            return self._load(url, replicas, name, requests)
+        finally:
+            service.stop(grace_s=stack.gateway_stop_grace_s())
+
+    def _record(self, name: str, result: dict[str, Any]) -> None:
+        result["policy"] = name
+        self.runs.append(result)
+        rates = ", ".join(f"{r['hits'] / r['queries']:.2f}" if r["queries"] else "-" for r in result["replicas"])
+        waits = ", ".join(f"{r['waiting_mean']:.2f}" for r in result["replicas"])
+        self.log(
+            f"  {name:<12} {result['output_throughput']:8.1f} tok/s  TTFT p50 {result['p50_ttft_ms'] or 0:8.1f} "
+            f"p90 {result['p90_ttft_ms'] or 0:8.1f} ms  hit rate {rates}  mean waiting {waits}  "
+            f"failed {result['failed']}"
+        )
+
+    def run(self) -> list[dict[str, Any]]:
+        cfg = self.config
+        cfg.out_dir.mkdir(parents=True, exist_ok=True)
+        self.log(f"part 4: {cfg.workload()}")
+        stack = self._stack()
+        try:
+            self.log(f"starting {REPLICAS} Triton replicas of {cfg.model} in {stack.config.run_dir}")
+            replicas = self._start_replicas(stack)
+            self.log(f"  warm-up: {cfg.warmup_requests} requests over both replicas, prompts of their own")
+            self._one(stack, replicas, "warmup", "round_robin", cfg.warmup_requests)
+            for name in cfg.policies:
+                over = replicas[:1] if name == SINGLE else replicas
+                policy = "round_robin" if name == SINGLE else name  # one replica: every policy picks it
+                self._record(name, self._one(stack, over, name, policy, cfg.requests))
+        finally:
+            stack.stop()
+        self.log("everything part 4 started is stopped")
+        return self.runs

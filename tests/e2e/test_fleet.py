@@ -1,0 +1,155 @@
+"""Two Triton replicas behind one gateway, on the fast model: both serve, a shared prefix goes home, and a
+replica killed under load fails no request that had not started streaming, then takes traffic again once back.
+
+Replica A is the session's fast stack; replica B is a second Triton with its own engine, started here."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+
+import httpx
+import pytest
+
+from localstack.net import free_port, http_ok
+from localstack.processes import Service, wait_until
+from localstack.stack import LocalStack
+from tests.metrics_text import sample_value
+
+
+@dataclass
+class Fleet:
+    url: str
+    a: LocalStack
+    b: LocalStack
+    service: Service
+
+    @property
+    def model(self) -> str:
+        return self.a.config.model_name
+
+    def grpc(self, stack: LocalStack) -> str:
+        return f"127.0.0.1:{stack.config.grpc_port}"
+
+    def requests_on(self, stack: LocalStack) -> float:
+        text = httpx.get(f"{self.url}/metrics", timeout=10).text
+        return sample_value(text, "gateway_replica_requests_total", replica=self.grpc(stack), model=self.model) or 0.0
+
+    def picks(self, reason: str) -> float:
+        text = httpx.get(f"{self.url}/metrics", timeout=10).text
+        return sum(sample_value(text, "gateway_replica_picks_total", replica=self.grpc(s), reason=reason) or 0.0
+                   for s in (self.a, self.b))  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def fleet(fast_stack: LocalStack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
+    ports = {name: free_port() for name in ("http_port", "grpc_port", "metrics_port", "gateway_port")}
+    b = LocalStack(replace(fast_stack.config, run_dir=tmp_path_factory.mktemp("replica_b"), **ports))
+    b.config.run_dir.mkdir(parents=True, exist_ok=True)
+    service = None
+    try:
+        b.start_triton()
+        b.wait_triton_ready()
+        port = free_port()
+        env = {
+            "GATEWAY_TRITON_GRPC_URLS": f"127.0.0.1:{fast_stack.config.grpc_port},127.0.0.1:{b.config.grpc_port}",
+            "GATEWAY_TRITON_METRICS_URLS": json.dumps([fast_stack.triton_metrics_url, b.triton_metrics_url]),
+            "GATEWAY_REQUIRED_MODELS": fast_stack.config.model_name,
+            "GATEWAY_ROUTING": "prefix",
+            "GATEWAY_READY_CACHE_S": "0",
+        }
+        service = fast_stack.gateway_service("gateway-fleet", port, env)
+        url = f"http://{fast_stack.config.gateway_host}:{port}"
+        assert wait_until(lambda: http_ok(f"{url}/health/ready"), 90, 0.5, service), service.log_tail()
+        yield Fleet(url, fast_stack, b, service)
+    finally:
+        if service is not None:
+            service.stop()
+        b.stop()
+
+
+def _body(model: str, prompt: str, max_tokens: int = 8, stream: bool = False) -> dict:
+    return {"model": model, "prompt": prompt, "max_tokens": max_tokens, "ignore_eos": True, "stream": stream}
+
+
+async def _complete_all(url: str, bodies: list[dict]) -> list[httpx.Response]:
+    async with httpx.AsyncClient(timeout=120) as client:
+        return list(await asyncio.gather(*(client.post(f"{url}/v1/completions", json=b) for b in bodies)))
+
+
+def test_both_replicas_serve_and_readiness_lists_them(fleet: Fleet) -> None:
+    before = (fleet.requests_on(fleet.a), fleet.requests_on(fleet.b))
+    replies = asyncio.run(_complete_all(fleet.url, [_body(fleet.model, f"Hi {i}") for i in range(24)]))
+    assert [r.status_code for r in replies] == [200] * 24
+    assert fleet.requests_on(fleet.a) > before[0] and fleet.requests_on(fleet.b) > before[1]
+    ready = httpx.get(f"{fleet.url}/health/ready", timeout=10)
+    assert ready.status_code == 200, ready.text
+    replicas = ready.json()["replicas"]
+    assert sorted(r["url"] for r in replicas) == sorted([fleet.grpc(fleet.a), fleet.grpc(fleet.b)])
+    assert all(r["state"] == "ready" and r["models"][fleet.model] == "READY" for r in replicas)
+
+
+def test_a_shared_prefix_goes_to_one_home_replica(fleet: Fleet) -> None:
+    system = "You are a careful assistant who answers in one short sentence. " * 12  # > 512 characters
+    before = (fleet.requests_on(fleet.a), fleet.requests_on(fleet.b), fleet.picks("prefix_home"))
+    for i in range(8):  # one after another: never loaded enough to spill
+        reply = httpx.post(f"{fleet.url}/v1/completions", json=_body(fleet.model, f"{system}Question {i}?"), timeout=60)
+        assert reply.status_code == 200
+    grew = sorted([fleet.requests_on(fleet.a) - before[0], fleet.requests_on(fleet.b) - before[1]])
+    assert grew == [0, 8]
+    assert fleet.picks("prefix_home") - before[2] == 8
+
+
+async def _stream(client: httpx.AsyncClient, url: str, body: dict) -> tuple[int, list[str]]:
+    """The status and the stream's events (or the error body)."""
+    async with client.stream("POST", f"{url}/v1/completions", json=body) as response:
+        if response.status_code != 200:
+            return response.status_code, [(await response.aread()).decode()]
+        return 200, [line async for line in response.aiter_lines() if line]
+
+
+def test_a_replica_killed_under_load_fails_no_request_that_had_not_started(fleet: Fleet) -> None:
+    async def scenario() -> tuple[list[tuple[int, list[str]]], list[tuple[int, list[str]]]]:
+        async with httpx.AsyncClient(timeout=120) as client:
+            body = _body(fleet.model, "Go on:", max_tokens=1500, stream=True)
+            running = [asyncio.create_task(_stream(client, fleet.url, body)) for _ in range(8)]
+            await asyncio.sleep(1.0)  # the streams are under way on both replicas
+            fleet.b.kill_triton()
+            after = [asyncio.create_task(_stream(client, fleet.url, _body(fleet.model, f"Hi {i}", 16, True)))
+                     for i in range(16)]  # fmt: skip
+            return list(await asyncio.gather(*running)), list(await asyncio.gather(*after))
+
+    running, after = asyncio.run(scenario())
+    for status, events in after:  # none had started: each went to the live replica, or was retried there
+        assert status == 200 and events[-1] == "data: [DONE]" and '"error"' not in events[-2], events[-2:]
+    cut = 0
+    for status, events in running:
+        assert status == 200 and events[-1] == "data: [DONE]"
+        if '"error"' in events[-2]:  # a stream on the dead replica: an explicit error, never a silent end
+            cut += 1
+            assert json.loads(events[-2].removeprefix("data: "))["error"]["type"] == "service_unavailable"
+    assert cut >= 1, "no stream was on the killed replica"
+    ready = httpx.get(f"{fleet.url}/health/ready", timeout=10)
+    assert ready.status_code == 200  # the required model is still served by replica A
+    states = {r["url"]: r["state"] for r in ready.json()["replicas"]}
+    assert states[fleet.grpc(fleet.b)] == "unreachable"
+
+
+def test_a_replica_back_gets_traffic_within_10_s(fleet: Fleet) -> None:
+    if fleet.b.triton is not None and fleet.b.triton.running():
+        fleet.b.kill_triton()
+    fleet.b.start_triton()
+    fleet.b.wait_triton_ready()
+    back = time.monotonic()
+    before = fleet.requests_on(fleet.b)
+
+    def b_takes_traffic() -> bool:
+        replies = asyncio.run(_complete_all(fleet.url, [_body(fleet.model, f"Hello {i}") for i in range(6)]))
+        assert all(r.status_code == 200 for r in replies)
+        return fleet.requests_on(fleet.b) > before
+
+    assert wait_until(b_takes_traffic, 10, 0.2), "the replica got no traffic within 10 s of being ready"
+    assert time.monotonic() - back < 15

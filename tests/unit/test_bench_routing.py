@@ -1,0 +1,121 @@
+"""Part 4's pure side: the workload's prompts, the engines' cache size, and the figures and targets drawn from
+each policy's run (bench/routing_report.py, bench/prefix_load.py's prompt sizing)."""
+
+from __future__ import annotations
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from bench import routing_report as rr
+from bench.prefix_load import fewest_words, system_prompts
+
+
+def _run(policy: str, replicas: list[tuple[float, float, float]], p90: float = 100.0, failed: int = 0) -> dict:
+    """A run as bench.prefix_load writes it: per replica (queried tokens, cached tokens, mean waiting)."""
+    return {
+        "policy": policy,
+        "completed": 10,
+        "failed": failed,
+        "p50_ttft_ms": p90 / 2,
+        "p90_ttft_ms": p90,
+        "output_throughput": 500.0,
+        "prompt_tokens_mean": 1050.0,
+        "replicas": [
+            {"replica": f"r{i}", "queries": q, "hits": h, "waiting_mean": w, "requests": 5}
+            for i, (q, h, w) in enumerate(replicas)
+        ],
+    }
+
+
+def test_words_are_fixed_by_their_seed_and_a_longer_run_extends_a_shorter_one() -> None:
+    assert rr.words("a", 20) == rr.words("a", 20)
+    assert rr.words("a", 20) != rr.words("b", 20)
+    assert rr.words("a", 30).startswith(rr.words("a", 20))
+    assert len(rr.words("a", 20).split()) == 20
+
+
+def test_fewest_words_is_the_shortest_run_that_reaches_the_count() -> None:
+    def count(text: str) -> int:  # a stand-in tokenizer: one token per word
+        return len(text.split())
+
+    assert len(fewest_words("s", 37, count).split()) == 37
+    prompts = system_prompts("t", 3, 50, count)
+    assert len(set(p[:12] for p in prompts)) == 3  # distinct from their first characters
+    assert all(count(p) >= 50 for p in prompts)
+
+
+def test_requests_pick_their_system_prompt_out_of_step_with_round_robin() -> None:
+    picks = [rr.prefix_of_request("run", i, 4) for i in range(400)]
+    assert set(picks) == {0, 1, 2, 3}
+    assert picks == [rr.prefix_of_request("run", i, 4) for i in range(400)]
+    even = [p for i, p in enumerate(picks) if i % 2 == 0]  # what round-robin would send to one replica
+    assert set(even) == {0, 1, 2, 3}
+
+
+def test_kv_blocks_hold_a_share_of_the_prompts_and_the_running_requests() -> None:
+    # 4 prompts of 8 full blocks over 2 replicas: 2 x 8, plus a block for each of 32 clients, plus 4 spare.
+    assert rr.kv_blocks(4, 1024, 64, 2, 128) == 16 + 32 + 4
+    assert rr.kv_blocks(4, 1100, 64, 2, 128) == 16 + 32 + 4  # a partial block is not shared
+    assert rr.kv_blocks(4, 1024, 64, 2, 128) < 4 * 8 + 32  # round-robin's every prompt on every replica does not fit
+    # Never less than one request of the model's longest length.
+    assert rr.kv_blocks(1, 100, 2, 2, 128, max_model_len=2048) == 17
+
+
+def test_sample_sum_reads_one_model_and_unlabelled_samples() -> None:
+    text = (
+        "# TYPE vllm:prefix_cache_hits counter\n"
+        'vllm:prefix_cache_hits_total{model="m",version="1"} 30\n'
+        'vllm:prefix_cache_hits_total{model="other",version="1"} 7\n'
+        "# TYPE vllm:num_requests_waiting gauge\n"
+        "vllm:num_requests_waiting 2\n"
+    )
+    families = list(text_string_to_metric_families(text))
+    assert rr.sample_sum(families, "vllm:prefix_cache_hits_total", "m") == 30
+    assert rr.sample_sum(families, "vllm:num_requests_waiting", "m") == 2
+    assert rr.sample_sum(families, "vllm:absent", "m") == 0
+
+
+def test_hit_rate_and_queue_ratio() -> None:
+    assert rr.hit_rate(75, 100) == 0.75
+    assert rr.hit_rate(0, 0) is None
+    assert rr.queue_ratio([3.0, 1.0]) == 1.5
+    assert rr.queue_ratio([0.0, 0.0]) == 1.0  # no queue anywhere is an even one
+    assert rr.queue_ratio([]) is None
+
+
+def test_a_row_sums_the_replicas_counters_before_dividing() -> None:
+    row = rr.policy_row(_run("prefix", [(1000, 900, 1.0), (100, 0, 3.0)]))
+    assert row["hit_rate"] == 900 / 1100  # not the mean of 0.9 and 0.0
+    assert row["hit_rate_per_replica"] == {"r0": 0.9, "r1": 0.0}
+    assert row["busiest_queue_over_average"] == 1.5
+    assert row["errors"] == 0 and row["ttft_p90_ms"] == 100.0
+
+
+def test_targets_read_prefix_against_round_robin_and_the_single_replica() -> None:
+    found = rr.rows([
+        _run(rr.SINGLE, [(1000, 900, 2.0)]),
+        _run("round_robin", [(1000, 600, 4.0), (1000, 600, 1.0)], p90=400.0),
+        _run("prefix", [(1000, 800, 1.0), (1000, 800, 1.2)], p90=150.0),
+    ])  # fmt: skip
+    ratios = rr.ratios(found)
+    assert ratios["prefix/round_robin TTFT p90"] == 150.0 / 400.0
+    assert abs(ratios["prefix/single hit rate"] - 0.8 / 0.9) < 1e-9
+    verdicts = {t["target"]: t["pass"] for t in rr.targets(found)}
+    assert all(verdicts.values()), verdicts
+
+
+def test_targets_fail_on_slow_prefix_routing_a_hot_replica_or_any_error() -> None:
+    found = rr.rows([
+        _run(rr.SINGLE, [(1000, 900, 2.0)]),
+        _run("round_robin", [(1000, 600, 1.0), (1000, 600, 1.0)], p90=200.0, failed=1),
+        _run("prefix", [(1000, 500, 3.0), (1000, 500, 0.0)], p90=150.0),
+    ])  # fmt: skip
+    verdicts = [t["pass"] for t in rr.targets(found)]
+    assert verdicts == [False, False, False, False]  # 0.75x, 0.56x, 2.0x, 1 error
+
+
+def test_targets_without_a_baseline_are_not_applicable_and_the_table_still_renders() -> None:
+    found = rr.rows([_run("prefix", [(1000, 800, 1.0), (1000, 800, 1.0)])])
+    assert [t["pass"] for t in rr.targets(found)][:2] == [None, None]
+    assert rr.targets([]) == []
+    text = rr.markdown({"rows": found, "workload": {"clients": 64}, "error": "boom"})
+    assert "| prefix |" in text and "boom" in text and "clients 64" in text

@@ -1,0 +1,114 @@
+"""The fleet's retry before the first byte and its choice of replicas, with fake replicas (pure logic: the real
+gRPC path runs in tests/e2e/test_fleet.py)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from gateway.core.upstream import GenerateChunk, GenerateRequest
+from gateway.model_map import ModelEntry
+from gateway.resilience.breaker import BreakerBoard
+from gateway.routing.fleet import Fleet, FleetConfig
+from gateway.routing.metrics import RoutingMetrics
+from gateway.routing.upstreams import UpstreamEntries
+from gateway.triton_client import UpstreamError
+
+
+class FakeReplica:
+    def __init__(self, url: str, behaviour: str) -> None:
+        self.url = url
+        self.behaviour = behaviour  # "ok", "unavailable", "unavailable_mid", "bad_request"
+        self.breakers = BreakerBoard(0, 0)
+        self.calls = 0
+
+    async def repository_index(self) -> list[ModelEntry]:
+        return [ModelEntry("m", "1", "READY")]
+
+    async def server_ready(self) -> bool:
+        return True
+
+    async def close(self) -> None:
+        pass
+
+    def cut_streams(self, error: object) -> int:
+        return 0
+
+    async def generate(self, request: GenerateRequest) -> AsyncIterator[GenerateChunk]:
+        self.calls += 1
+        if self.behaviour == "unavailable":
+            raise UpstreamError(503, "Triton is unavailable", retryable=True)
+        if self.behaviour == "bad_request":
+            raise UpstreamError(400, "prompt too long")
+        yield GenerateChunk([self.url])
+        if self.behaviour == "unavailable_mid":
+            raise UpstreamError(503, "Triton is unavailable", retryable=True)
+        yield GenerateChunk(["!"], final=True)
+
+
+async def _fleet(behaviours: dict[str, str], **config: object) -> tuple[Fleet, dict[str, FakeReplica]]:
+    fakes = {url: FakeReplica(url, b) for url, b in behaviours.items()}
+    entries = UpstreamEntries(tuple(fakes))
+    fleet = Fleet(entries, {u: f"http://{u}/metrics" for u in fakes}, fakes.__getitem__,  # type: ignore[arg-type]
+                  FleetConfig(**config), RoutingMetrics(CollectorRegistry()))  # type: ignore[arg-type]
+    await fleet.refresh()
+    return fleet, fakes
+
+
+async def _texts(fleet: Fleet) -> list[str]:
+    request = GenerateRequest("m", "id", {}, True, text_input="hi")
+    return [text async for chunk in fleet.generate(request) for text in chunk.texts]
+
+
+def test_a_replica_failing_before_the_first_byte_is_retried_elsewhere() -> None:
+    async def scenario() -> None:
+        fleet, fakes = await _fleet({"a:1": "unavailable", "b:1": "ok"}, policy="round_robin")
+        for _ in range(4):
+            assert await _texts(fleet) == ["b:1", "!"]
+        assert fakes["a:1"].calls == 2  # picked in turn, retried on b each time
+        await fleet.close()
+
+    asyncio.run(scenario())
+
+
+def test_retries_stop_at_the_limit_and_the_error_comes_through() -> None:
+    async def scenario() -> None:
+        fleet, fakes = await _fleet({"a:1": "unavailable", "b:1": "unavailable", "c:1": "unavailable"}, retries=1)
+        with pytest.raises(UpstreamError) as caught:
+            await _texts(fleet)
+        assert caught.value.status == 503
+        assert sum(f.calls for f in fakes.values()) == 2
+        await fleet.close()
+
+    asyncio.run(scenario())
+
+
+def test_errors_of_the_request_and_errors_after_the_first_byte_are_not_retried() -> None:
+    async def scenario() -> None:
+        fleet, fakes = await _fleet({"a:1": "bad_request", "b:1": "bad_request"})
+        with pytest.raises(UpstreamError):
+            await _texts(fleet)
+        assert sum(f.calls for f in fakes.values()) == 1
+        fleet, fakes = await _fleet({"a:1": "unavailable_mid", "b:1": "unavailable_mid"})
+        got: list[str] = []
+        with pytest.raises(UpstreamError):
+            async for chunk in fleet.generate(GenerateRequest("m", "id", {}, True, text_input="hi")):
+                got += chunk.texts
+        assert len(got) == 1 and sum(f.calls for f in fakes.values()) == 1
+        await fleet.close()
+
+    asyncio.run(scenario())
+
+
+def test_in_flight_counts_return_to_zero() -> None:
+    async def scenario() -> None:
+        fleet, _ = await _fleet({"a:1": "ok", "b:1": "unavailable"})
+        for _ in range(6):
+            await _texts(fleet)
+        assert [r.in_flight for r in fleet.replicas.values()] == [0, 0]
+        await fleet.close()
+
+    asyncio.run(scenario())

@@ -1,0 +1,92 @@
+from __future__ import annotations
+
+import random
+from collections import Counter
+
+import pytest
+
+from gateway.core.upstream import GenerateRequest
+from gateway.routing.fleet import prompt_of
+from gateway.routing.picker import ReplicaView, pick, prefix_key, rendezvous_order
+
+
+def _views(*loads: int) -> list[ReplicaView]:
+    return [ReplicaView(f"r{i}", in_flight=load) for i, load in enumerate(loads)]
+
+
+def test_one_replica_is_the_only_choice() -> None:
+    assert pick(_views(5), "least_load").reason == "only"
+
+
+def test_no_replica_is_an_error() -> None:
+    with pytest.raises(ValueError):
+        pick([], "least_load")
+
+
+def test_least_load_takes_the_lighter_of_two() -> None:
+    rng = random.Random(1)
+    replicas = _views(10, 0)
+    assert {pick(replicas, "least_load", rng=rng).replica for _ in range(20)} == {"r1"}
+
+
+def test_least_load_spreads_even_load_and_avoids_the_heaviest() -> None:
+    rng = random.Random(2)
+    counts = Counter(pick(_views(0, 0, 0), "least_load", rng=rng).replica for _ in range(300))
+    assert set(counts) == {"r0", "r1", "r2"} and min(counts.values()) > 50
+    counts = Counter(pick(_views(0, 0, 50), "least_load", rng=rng).replica for _ in range(300))
+    assert counts["r2"] == 0  # it loses every comparison it is drawn into
+
+
+def test_engine_gauges_count_and_waiting_counts_twice() -> None:
+    busy_engine = ReplicaView("a", in_flight=0, running=4, waiting=3)  # other gateways' load
+    assert busy_engine.load == 4 + 3 + 3
+    assert ReplicaView("b", in_flight=6, running=2).load == 6  # the exact own count when it is larger
+
+
+def test_round_robin_goes_in_turn() -> None:
+    replicas = _views(9, 0, 0)
+    assert [pick(replicas, "round_robin", turn=t).replica for t in range(4)] == ["r0", "r1", "r2", "r0"]
+
+
+def test_prefix_sends_one_prefix_home_on_every_gateway() -> None:
+    key = prefix_key("You are a helpful assistant. " * 40, 512)
+    replicas = _views(0, 0, 0, 0)
+    homes = {pick(replicas, "prefix", key=key, rng=random.Random(seed)).replica for seed in range(10)}
+    assert len(homes) == 1
+    assert pick(replicas, "prefix", key=key).reason == "prefix_home"
+
+
+def test_prefixes_spread_over_the_replicas() -> None:
+    names = [f"r{i}" for i in range(4)]
+    homes = Counter(rendezvous_order(prefix_key(f"system prompt {i} " * 60, 512), names)[0] for i in range(400))
+    assert set(homes) == set(names) and min(homes.values()) > 60
+
+
+def test_a_replica_leaving_moves_only_its_own_prefixes() -> None:
+    keys = [prefix_key(f"system prompt {i} " * 60, 512) for i in range(200)]
+    before = {k: rendezvous_order(k, ["a", "b", "c"])[0] for k in keys}
+    after = {k: rendezvous_order(k, ["a", "b"])[0] for k in keys}
+    assert all(after[k] == home for k, home in before.items() if home != "c")
+
+
+def test_a_hot_home_spills_to_the_next_replica_in_its_order() -> None:
+    key = prefix_key("x" * 600, 512)
+    order = rendezvous_order(key, ["r0", "r1", "r2"])
+    loads = {name: 0 for name in order}
+    loads[order[0]] = 30
+    replicas = [ReplicaView(name, in_flight=load) for name, load in loads.items()]
+    choice = pick(replicas, "prefix", key=key)
+    assert choice.replica == order[1] and choice.reason == "prefix_spill"
+
+
+def test_a_short_prompt_has_no_prefix_signal_and_balances_by_load() -> None:
+    assert prefix_key("short", 512) is None
+    assert pick(_views(10, 0), "prefix", key=None, rng=random.Random(3)).reason == "least_load"
+
+
+def test_the_prompt_of_chat_and_completions() -> None:
+    chat = GenerateRequest("m", "id", {}, True, messages=[{"role": "system", "content": "Be brief."},
+                                                          {"role": "user", "content": "Hi"}])  # fmt: skip
+    assert prompt_of(chat).startswith("system\x1fBe brief.\x1euser\x1fHi")
+    assert prompt_of(GenerateRequest("m", "id", {}, True, text_input="Once")) == "Once"
+    assert prompt_of(GenerateRequest("m", "id", {}, True, prompt_token_ids=[1, 2])) == "1 2"
