@@ -60,6 +60,9 @@ def gateway(fast_stack: LocalStack) -> Iterator[Gateway]:
         "GATEWAY_BREAKER_FAILURES": "3",
         "GATEWAY_BREAKER_COOLDOWN_S": "6",
         "GATEWAY_READY_CACHE_S": "0",
+        # No model-map refresh while the proxy refuses: a failed one marks Triton unreachable, which readiness
+        # reports ahead of the breaker, and the next one that answers clears the breaker.
+        "GATEWAY_MODEL_REFRESH_S": "60",
     }
     service = fast_stack.gateway_service("gateway-deadlines", port, env)
     url = f"http://{fast_stack.config.gateway_host}:{port}"
