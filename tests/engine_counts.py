@@ -71,6 +71,6 @@ def assert_cancelled(metrics_url: str, model: str, before: EngineCounts, long_to
     its tokens and been counted among the long finished ones."""
     assert wait_until(lambda: EngineCounts.read(metrics_url, model).running == 0, 10, 0.1), "still running"
     after = settled(metrics_url, model, quiet_s=1.0)
-    assert after.long_finished == before.long_finished, f"the request ran to its end: not cancelled ({after})"
+    assert after.long_finished == before.long_finished, f"the request ran to its end: not cancelled ({before} -> {after})"
     generated = after.generated - before.generated
     assert generated < long_tokens, f"the engine generated {generated} tokens: all of the request's"
