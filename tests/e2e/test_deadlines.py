@@ -122,7 +122,7 @@ def _stream_with_engine_stalled(gw: Gateway) -> list[str]:
         # Stopped for under 4 s in all: the backend's health check would take longer for a dead engine.
         with engine_stopped(gw.stack):
             events.extend(lines)  # what was already on its way, then the stall
-            time.sleep(0.7)  # the backend looks for cancelled requests twice a second: the abort is queued
+            time.sleep(1.2)  # the backend looks for cancelled requests twice a second: the abort is queued
     return events
 
 
@@ -258,7 +258,7 @@ def test_a_client_disconnect_is_counted_as_a_cancellation(gateway: Gateway) -> N
         with httpx.stream("POST", f"{gw.url}/v1/completions", json=_long_completion(gw.model, True), timeout=30) as r:
             assert next(line for line in r.iter_lines() if line).startswith("data: {")
             engines = _suspend_engines(gw.stack)  # the request cannot end by itself before the client leaves
-        time.sleep(0.7)
+        time.sleep(1.2)  # as above: the abort is queued before the engine resumes
     finally:
         _resume(engines)
     _assert_cancelled_in_the_engine(gw, engine_before)
