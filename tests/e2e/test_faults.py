@@ -209,6 +209,7 @@ def test_a_reset_mid_stream_ends_the_stream_with_an_error_event(gateway: Gateway
     the reset; that the engine ends up idle is (after every test), and test_deadlines checks cancellation."""
     gw = gateway
     for _ in range(3):  # now and then the next request went out on a connection just reset: a 503, retried
+        assert wait_until(lambda: _completes(gw), 10, 0.2)  # a connection up and idle when the reset is armed
         unavailable_before = _streams(gw, "UNAVAILABLE")
         status, events = _stream_reset_after(gw, after_bytes)
         gw.proxy.forward()
