@@ -23,12 +23,16 @@ def _families(url: str) -> list:
     return list(text_string_to_metric_families(httpx.get(url, timeout=10).text))
 
 
+def _matches(sample_labels: dict[str, str], wanted: dict[str, str]) -> bool:
+    """Label values compared as numbers: Triton writes a bucket's `le` as it likes (1000, 1000.0, 1e+03)."""
+    return all(k in sample_labels and float(sample_labels[k]) == float(v) for k, v in wanted.items())
+
+
 def _value(families: list, name: str, model: str, **labels: str) -> float:
     for family in families:
         for sample in family.samples:
-            if sample.name == name and sample.labels.get("model") == model:
-                if all(sample.labels.get(k) is not None and float(sample.labels[k]) == float(v) for k, v in labels.items()):
-                    return sample.value
+            if sample.name == name and sample.labels.get("model") == model and _matches(sample.labels, labels):
+                return sample.value
     return 0.0
 
 
@@ -71,6 +75,7 @@ def assert_cancelled(metrics_url: str, model: str, before: EngineCounts, long_to
     its tokens and been counted among the long finished ones."""
     assert wait_until(lambda: EngineCounts.read(metrics_url, model).running == 0, 10, 0.1), "still running"
     after = settled(metrics_url, model, quiet_s=1.0)
-    assert after.long_finished == before.long_finished, f"the request ran to its end: not cancelled ({after})"
+    ran_to_its_end = f"the request ran to its end: not cancelled ({before} -> {after})"
+    assert after.long_finished == before.long_finished, ran_to_its_end
     generated = after.generated - before.generated
     assert generated < long_tokens, f"the engine generated {generated} tokens: all of the request's"

@@ -6,10 +6,12 @@ It runs its own asyncio loop in a thread, so that synchronous tests can drive it
   `forward()` delivers what was held;
 - `black_hole()`: bytes are read and dropped, and new connections are accepted but never connected upstream
   (a peer that vanished without a word). Leaving it resets the connections that lost bytes;
-- `reset(after_bytes=None)`: every open connection is reset (RST, SO_LINGER 0) at once, or once `after_bytes`
-  more bytes have gone down it;
+- `reset()`: every open connection is reset (RST, SO_LINGER 0);
 - `refuse()`: open connections are reset and the port stops listening (connection refused) until `forward()`.
-`forward()` ends every fault and goes back to normal.
+`pause`, `black_hole` and `reset` also take `after_bytes`: the fault then hits once that many more bytes have gone
+down a connection (towards the client), on the connections open and those to come, until `forward()`. Armed
+before a request, it cannot be outrun by a fast engine on a loaded machine, as a call made after reading the
+stream's first event can. `forward()` ends every fault and goes back to normal.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 Mode = Literal["forward", "paused", "black_hole", "refusing"]
+Fault = Literal["paused", "black_hole", "reset"]
 Direction = Literal["up", "down"]
 
 
@@ -42,7 +45,7 @@ def _reset(writer: asyncio.StreamWriter) -> None:
 class _Connection:
     client: asyncio.StreamWriter
     upstream: asyncio.StreamWriter | None = None
-    reset_budget: int | None = None  # bytes still allowed down before a RST; None: no reset armed
+    budget: int | None = None  # bytes still allowed down before the armed fault; None: none armed
     lost_bytes: bool = False  # a black hole dropped some of its bytes: it cannot carry on
     delivered_at: dict[str, float] = field(default_factory=lambda: {"up": 0.0, "down": 0.0})
 
@@ -63,6 +66,7 @@ class FaultProxy:
         self._flowing: asyncio.Event | None = None
         self._mode: Mode = "forward"
         self._delay: dict[str, float] = {"up": 0.0, "down": 0.0}
+        self._armed: tuple[Fault, int] | None = None  # a fault, and the bytes down each connection before it
         self._connections: set[_Connection] = set()
         self._server: asyncio.Server | None = None
         self.accepted = 0  # connections accepted so far (a test can see the gateway reconnect)
@@ -83,11 +87,11 @@ class FaultProxy:
     def forward(self) -> None:
         self._call(self._set_mode("forward", clear_delay=True))
 
-    def pause(self) -> None:
-        self._call(self._set_mode("paused"))
+    def pause(self, after_bytes: int | None = None) -> None:
+        self._call(self._arm("paused", after_bytes))
 
-    def black_hole(self) -> None:
-        self._call(self._set_mode("black_hole"))
+    def black_hole(self, after_bytes: int | None = None) -> None:
+        self._call(self._arm("black_hole", after_bytes))
 
     def refuse(self) -> None:
         self._call(self._set_mode("refusing"))
@@ -96,8 +100,14 @@ class FaultProxy:
         self._call(self._set_delay(up_s, down_s))
 
     def reset(self, after_bytes: int | None = None) -> int:
-        """Resets the open connections (now, or after `after_bytes` more bytes down each); returns how many."""
-        return self._call(self._arm_reset(after_bytes))
+        """Resets the open connections, now or after `after_bytes`; returns how many were open."""
+        return self._call(self._arm("reset", after_bytes))  # type: ignore[return-value]
+
+    def describe(self) -> str:
+        """The connections open now, for a failing test's message."""
+        return f"accepted {self.accepted}, mode {self._mode}, armed {self._armed}, open: " + ", ".join(
+            f"{c.client.get_extra_info('peername')} budget {c.budget}" for c in list(self._connections)
+        )
 
     def _call(self, coroutine: object) -> object:
         return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(10)  # type: ignore[arg-type]
@@ -125,6 +135,9 @@ class FaultProxy:
         previous, self._mode = self._mode, mode
         if clear_delay:
             self._delay = {"up": 0.0, "down": 0.0}
+            self._armed = None
+            for connection in self._connections:
+                connection.budget = None
         if mode == "paused":
             self._flowing.clear()
             return
@@ -143,14 +156,23 @@ class FaultProxy:
     async def _set_delay(self, up_s: float, down_s: float) -> None:
         self._delay = {"up": up_s, "down": down_s}
 
-    async def _arm_reset(self, after_bytes: int | None) -> int:
+    async def _arm(self, fault: Fault, after_bytes: int | None) -> int:
         connections = list(self._connections)
-        for connection in connections:
-            if after_bytes is None or after_bytes <= 0:
-                self._drop(connection)
-            else:
-                connection.reset_budget = after_bytes
+        if after_bytes is not None and after_bytes > 0:
+            self._armed = (fault, after_bytes)
+            for connection in connections:
+                connection.budget = after_bytes
+        else:
+            await self._strike(fault, connections)
         return len(connections)
+
+    async def _strike(self, fault: Fault, connections: list[_Connection]) -> None:
+        """The fault, now: a reset hits `connections`, a pause or a black hole every connection."""
+        if fault == "reset":
+            for connection in connections:
+                self._drop(connection)
+        else:
+            await self._set_mode(fault)
 
     def _drop(self, connection: _Connection) -> None:
         connection.reset()
@@ -165,7 +187,7 @@ class FaultProxy:
         if self._mode == "refusing":  # accepted just before the port closed
             _reset(client_writer)
             return
-        connection = _Connection(client_writer)
+        connection = _Connection(client_writer, budget=self._armed[1] if self._armed else None)
         self._connections.add(connection)
         if self._mode == "black_hole":  # never connected upstream: what the client sends goes nowhere
             connection.lost_bytes = True
@@ -197,16 +219,27 @@ class FaultProxy:
         try:
             while data := await reader.read(65536):
                 await self._flowing.wait()  # paused: what was read waits here, and nothing more is read
+                if way == "down" and connection.budget is not None:
+                    if len(data) < connection.budget:
+                        connection.budget -= len(data)
+                    else:  # the armed fault strikes within these bytes
+                        head, data = data[: connection.budget], data[connection.budget :]
+                        connection.budget = None
+                        if head and self._mode != "black_hole":
+                            await self._deliver(writer, head, connection, way)
+                        fault = self._armed[0] if self._armed else "reset"
+                        if fault == "reset":
+                            await writer.drain()
+                            self._drop(connection)
+                            return
+                        if self._mode == "forward":
+                            await self._strike(fault, [connection])
+                        await self._flowing.wait()
+                        if not data:
+                            continue
                 if self._mode == "black_hole":
                     connection.lost_bytes = True
                     continue
-                if way == "down" and connection.reset_budget is not None:
-                    if len(data) >= connection.reset_budget:
-                        writer.write(data[: connection.reset_budget])
-                        await writer.drain()
-                        self._drop(connection)
-                        return
-                    connection.reset_budget -= len(data)
                 await self._deliver(writer, data, connection, way)
         except (ConnectionError, OSError):
             pass
