@@ -24,6 +24,10 @@ install_venv() {
   if [[ -f "$marker" && "$(cat "$marker")" == "$wanted" ]]; then
     return
   fi
+  if [[ -L "$VENV" ]]; then  # a worktree borrowing another checkout's venv: installing would repoint it here
+    log "$VENV is a link to another checkout's environment: left as it is"
+    return
+  fi
   log "installing the virtual environment in $VENV (a few minutes the first time)"
   command -v "$PYTHON" >/dev/null || PYTHON=python3
   [[ -x "$VENV/bin/python" ]] || "$PYTHON" -m venv "$VENV"
