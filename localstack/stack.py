@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 import sys
 import threading
 from dataclasses import dataclass, field, replace
@@ -27,7 +29,7 @@ from localstack.paths import (
     python_lib_dir,
     triton_libs_dir,
 )
-from localstack.net import http_ok
+from localstack.net import free_port, http_ok
 from localstack.placement import engine_layout, keep_off_compute_cores
 from localstack.processes import Service, SignalFlag, wait_until
 
@@ -287,6 +289,20 @@ class LocalStack:
             "GATEWAY_TRITON_METRICS_URLS": json.dumps([s.triton_metrics_url for s in stacks]),
             "GATEWAY_REQUIRED_MODELS": ",".join(self.served_models()),
         }
+
+    @contextmanager
+    def extra_gateway(self, name: str, env: dict[str, str] | None = None) -> Iterator[tuple[Service, str]]:
+        """Another gateway in front of this stack (its settings in `env`), ready, stopped on exit: (service, URL)."""
+        port = free_port()
+        service = self.gateway_service(name, port, env)
+        url = f"http://{self.config.gateway_host}:{port}"
+        try:
+            ready = wait_until(lambda: http_ok(f"{url}/health/ready"), 90, 0.3, service)
+            if not ready:
+                raise StackError(f"the gateway {name} did not become ready:\n{service.log_tail()}")
+            yield service, url
+        finally:
+            service.stop()
 
     def start_gateway(self) -> None:
         self.gateway = self.gateway_service("gateway", self.config.gateway_port)

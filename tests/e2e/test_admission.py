@@ -13,7 +13,6 @@ from pathlib import Path
 import httpx
 import pytest
 
-from localstack.net import free_port, http_ok
 from localstack.processes import wait_until
 from localstack.stack import LocalStack
 from tests.metrics_text import sample_value
@@ -45,14 +44,8 @@ def _write_keys(path: Path, entries: list[dict]) -> None:
 
 @contextmanager
 def _gateway(fast_stack: LocalStack, name: str, env: dict[str, str]) -> Iterator[str]:
-    port = free_port()
-    service = fast_stack.gateway_service(name, port, env)
-    url = f"http://{fast_stack.config.gateway_host}:{port}"
-    try:
-        assert wait_until(lambda: http_ok(f"{url}/health/ready"), 90, 0.3, service), service.log_tail()
+    with fast_stack.extra_gateway(name, env) as (_, url):
         yield url
-    finally:
-        service.stop()
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,6 @@ import httpx
 import psutil
 import pytest
 
-from localstack.net import free_port, http_ok
 from localstack.processes import Service, wait_until
 from localstack.stack import LocalStack
 from tests.metrics_text import sample_value
@@ -49,7 +48,6 @@ class Gateway:
 @pytest.fixture(scope="module")
 def gateway(fast_stack: LocalStack) -> Iterator[Gateway]:
     proxy = FaultProxy("127.0.0.1", fast_stack.config.grpc_port).start()
-    port = free_port()
     env = {
         "GATEWAY_TRITON_GRPC_URL": f"127.0.0.1:{proxy.port}",
         "GATEWAY_STALL_TIMEOUT_S": str(STALL_S),
@@ -61,16 +59,13 @@ def gateway(fast_stack: LocalStack) -> Iterator[Gateway]:
         "GATEWAY_BREAKER_COOLDOWN_S": "6",
         "GATEWAY_READY_CACHE_S": "0",
     }
-    service = fast_stack.gateway_service("gateway-deadlines", port, env)
-    url = f"http://{fast_stack.config.gateway_host}:{port}"
     try:
-        assert wait_until(lambda: http_ok(f"{url}/health/ready"), 90, 0.5, service), service.log_tail()
-        # A first request warms the engine up, unstreamed so that no stream deadline applies to it.
-        warm_up = {"model": fast_stack.config.model_name, "prompt": "Hi", "max_tokens": 4}
-        httpx.post(f"{url}/v1/completions", json=warm_up, timeout=120).raise_for_status()
-        yield Gateway(url, proxy, service, fast_stack)
+        with fast_stack.extra_gateway("gateway-deadlines", env) as (service, url):
+            # A first request warms the engine up, unstreamed so that no stream deadline applies to it.
+            warm_up = {"model": fast_stack.config.model_name, "prompt": "Hi", "max_tokens": 4}
+            httpx.post(f"{url}/v1/completions", json=warm_up, timeout=120).raise_for_status()
+            yield Gateway(url, proxy, service, fast_stack)
     finally:
-        service.stop()
         proxy.stop()
 
 

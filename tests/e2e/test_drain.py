@@ -23,7 +23,7 @@ from typing import Any
 import httpx
 import pytest
 
-from localstack.net import free_port, http_ok
+from localstack.net import free_port
 from localstack.processes import Service, wait_until
 from localstack.stack import LocalStack
 from tests.metrics_text import sample_value
@@ -55,15 +55,9 @@ def _completion_tokens(payloads: list[dict[str, Any]]) -> int | None:
 
 @contextmanager
 def _gateway(stack: LocalStack, workers: int, drain_timeout_s: float) -> Iterator[tuple[Service, str]]:
-    port = free_port()
     env = {"GATEWAY_WORKERS": str(workers), "GATEWAY_DRAIN_TIMEOUT_S": str(drain_timeout_s)}
-    service = stack.gateway_service(f"gateway-drain-{workers}w-{port}", port, env)
-    url = f"http://{stack.config.gateway_host}:{port}"
-    try:
-        assert wait_until(lambda: http_ok(f"{url}/health/ready"), 90, 0.5, service), service.log_tail()
+    with stack.extra_gateway(f"gateway-drain-{workers}w-{free_port()}", env) as (service, url):
         yield service, url
-    finally:
-        service.stop()
 
 
 class _Stream(threading.Thread):

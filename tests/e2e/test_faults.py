@@ -17,7 +17,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from localstack.net import free_port, http_ok
+from localstack.net import http_ok
 from localstack.processes import Service, wait_until
 from localstack.stack import LocalStack
 from tests.engine_counts import EngineCounts, assert_cancelled, settled
@@ -68,7 +68,6 @@ class Gateway:
 @pytest.fixture(scope="module")
 def gateway(fast_stack: LocalStack) -> Iterator[Gateway]:
     proxy = FaultProxy("127.0.0.1", fast_stack.config.grpc_port).start()
-    port = free_port()
     env = {
         "GATEWAY_TRITON_GRPC_URL": f"127.0.0.1:{proxy.port}",
         "GATEWAY_FIRST_TOKEN_TIMEOUT_S": str(FIRST_TOKEN_S),
@@ -82,15 +81,12 @@ def gateway(fast_stack: LocalStack) -> Iterator[Gateway]:
         "GATEWAY_MAX_IN_FLIGHT": "4",  # so that the admission gauges count, and a leaked slot would show
         "GATEWAY_MAX_QUEUED": "4",
     }
-    service = fast_stack.gateway_service("gateway-faults", port, env)
-    url = f"http://{fast_stack.config.gateway_host}:{port}"
     try:
-        assert wait_until(lambda: http_ok(f"{url}/health/ready"), 90, 0.5, service), service.log_tail()
-        warm_up = {"model": fast_stack.config.model_name, "prompt": "Hi", "max_tokens": 4}
-        httpx.post(f"{url}/v1/completions", json=warm_up, timeout=120).raise_for_status()
-        yield Gateway(url, proxy, service, fast_stack)
+        with fast_stack.extra_gateway("gateway-faults", env) as (service, url):
+            warm_up = {"model": fast_stack.config.model_name, "prompt": "Hi", "max_tokens": 4}
+            httpx.post(f"{url}/v1/completions", json=warm_up, timeout=120).raise_for_status()
+            yield Gateway(url, proxy, service, fast_stack)
     finally:
-        service.stop()
         proxy.stop()
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 import httpx
 import pytest
 
-from localstack.net import free_port, http_ok
+from localstack.net import free_port
 from localstack.processes import Service, wait_until
 from localstack.stack import LocalStack
 from tests.metrics_text import sample_value
@@ -49,11 +49,9 @@ def fleet(fast_stack: LocalStack, tmp_path_factory: pytest.TempPathFactory) -> I
     ports = {name: free_port() for name in ("http_port", "grpc_port", "metrics_port", "gateway_port")}
     b = LocalStack(replace(fast_stack.config, run_dir=tmp_path_factory.mktemp("replica_b"), **ports))
     b.config.run_dir.mkdir(parents=True, exist_ok=True)
-    service = None
     try:
         b.start_triton()
         b.wait_triton_ready()
-        port = free_port()
         env = {
             "GATEWAY_TRITON_GRPC_URLS": f"127.0.0.1:{fast_stack.config.grpc_port},127.0.0.1:{b.config.grpc_port}",
             "GATEWAY_TRITON_METRICS_URLS": json.dumps([fast_stack.triton_metrics_url, b.triton_metrics_url]),
@@ -61,13 +59,9 @@ def fleet(fast_stack: LocalStack, tmp_path_factory: pytest.TempPathFactory) -> I
             "GATEWAY_ROUTING": "prefix",
             "GATEWAY_READY_CACHE_S": "0",
         }
-        service = fast_stack.gateway_service("gateway-fleet", port, env)
-        url = f"http://{fast_stack.config.gateway_host}:{port}"
-        assert wait_until(lambda: http_ok(f"{url}/health/ready"), 90, 0.5, service), service.log_tail()
-        yield Fleet(url, fast_stack, b, service)
+        with fast_stack.extra_gateway("gateway-fleet", env) as (service, url):
+            yield Fleet(url, fast_stack, b, service)
     finally:
-        if service is not None:
-            service.stop()
         b.stop()
 
 

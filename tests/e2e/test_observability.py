@@ -8,8 +8,6 @@ import time
 import httpx
 import pytest
 
-from localstack.net import free_port, http_ok
-from localstack.processes import wait_until
 from localstack.stack import LocalStack
 from tests.metrics_text import sample_value
 
@@ -92,17 +90,11 @@ def test_request_id_round_trips_to_triton_and_the_log(http: httpx.Client, stack:
 
 
 def test_content_logging_puts_prompts_and_outputs_in_the_log(stack: LocalStack, model_name: str) -> None:
-    port = free_port()
-    service = stack.gateway_service("gateway-log-content", port, {"GATEWAY_LOG_CONTENT": "true"})
-    url = f"http://{stack.config.gateway_host}:{port}"
-    try:
-        assert wait_until(lambda: http_ok(f"{url}/health/ready"), 90, 0.5, service), service.log_tail()
+    with stack.extra_gateway("gateway-log-content", {"GATEWAY_LOG_CONTENT": "true"}) as (service, url):
         chat = {"model": model_name, "messages": [{"role": "user", "content": "Say hi"}], "max_tokens": 3}
         reply = httpx.post(f"{url}/v1/chat/completions", json=chat, timeout=120).json()
         completion = {"model": model_name, "prompt": "Once upon", "max_tokens": 3, "stream": True}
         httpx.post(f"{url}/v1/completions", json=completion, timeout=120).raise_for_status()
-    finally:
-        service.stop()
     lines = [json.loads(x) for x in service.log_path.read_text().splitlines() if x.startswith('{"request_id"')]
     by_endpoint = {line["endpoint"]: line for line in lines if "endpoint" in line}
     assert by_endpoint["chat"]["prompt"] == [{"role": "user", "content": "Say hi"}]

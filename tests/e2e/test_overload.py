@@ -11,8 +11,6 @@ import pytest
 
 from bench.overload.bursts import BurstPlan
 from bench.overload.run import GATEWAY_ENV, MAX_IN_FLIGHT, MAX_QUEUED, OverloadResult, overload
-from localstack.net import free_port, http_ok
-from localstack.processes import wait_until
 from localstack.stack import LocalStack
 from tests.metrics_text import sample_value
 
@@ -22,16 +20,10 @@ SIZE = 4 * (MAX_IN_FLIGHT + MAX_QUEUED)
 
 @pytest.fixture(scope="module")
 def result(fast_stack: LocalStack) -> Iterator[tuple[OverloadResult, str]]:
-    port = free_port()
-    service = fast_stack.gateway_service("gateway-overload", port, GATEWAY_ENV)
-    url = f"http://{fast_stack.config.gateway_host}:{port}"
-    try:
-        assert wait_until(lambda: http_ok(f"{url}/health/ready"), 90, 0.3, service), service.log_tail()
+    with fast_stack.extra_gateway("gateway-overload", GATEWAY_ENV) as (service, url):
         plan = BurstPlan(url, fast_stack.config.model_name, bursts=BURSTS, size=SIZE, max_tokens=32)
         model = fast_stack.config.model_name
         yield overload(url, fast_stack.triton_metrics_url, model, service.log_path, plan), url
-    finally:
-        service.stop()
 
 
 def test_every_request_ends_complete_or_refused_with_retry_after(result: tuple[OverloadResult, str]) -> None:

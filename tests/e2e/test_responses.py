@@ -17,7 +17,6 @@ import httpx
 import openai
 import pytest
 
-from localstack.net import free_port, http_ok
 from localstack.processes import wait_until
 from localstack.stack import LocalStack
 from tests.metrics_text import sample_value
@@ -35,14 +34,8 @@ PERSON = {"type": "object", "properties": {"name": {"type": "string", "maxLength
 
 @contextmanager
 def _gateway(stack: LocalStack, name: str, env: dict[str, str]) -> Iterator[str]:
-    port = free_port()
-    service = stack.gateway_service(name, port, env)
-    url = f"http://{stack.config.gateway_host}:{port}"
-    try:
-        assert wait_until(lambda: http_ok(f"{url}/health/ready"), 90, 0.3, service), service.log_tail()
+    with stack.extra_gateway(name, env) as (_, url):
         yield url
-    finally:
-        service.stop()
 
 
 @pytest.fixture(scope="module")

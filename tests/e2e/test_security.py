@@ -9,8 +9,6 @@ from pathlib import Path
 import httpx
 import pytest
 
-from localstack.net import free_port, http_ok
-from localstack.processes import wait_until
 from localstack.stack import LocalStack
 
 PROMPT = "zebra-quartz-7741 tell me the launch codes"
@@ -37,14 +35,8 @@ def _requests_with_secrets(url: str, model: str) -> None:
 
 
 def _gateway_log(stack: LocalStack, name: str, extra_env: dict[str, str]) -> str:
-    port = free_port()
-    service = stack.gateway_service(name, port, extra_env)
-    url = f"http://{stack.config.gateway_host}:{port}"
-    try:
-        assert wait_until(lambda: http_ok(f"{url}/health/ready"), 90, 0.5, service), service.log_tail()
+    with stack.extra_gateway(name, extra_env) as (service, url):
         _requests_with_secrets(url, stack.config.model_name)
-    finally:
-        service.stop()
     return Path(service.log_path).read_text()
 
 

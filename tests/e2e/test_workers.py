@@ -11,8 +11,7 @@ import httpx
 import psutil
 import pytest
 
-from localstack.net import free_port, http_ok
-from localstack.processes import Service, wait_until
+from localstack.processes import Service
 from localstack.stack import LocalStack
 from tests.metrics_text import sample_value
 
@@ -27,17 +26,10 @@ def shared_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def workers_gateway(stack: LocalStack, shared_dir: Path) -> Iterator[tuple[Service, str]]:
-    port = free_port()
     extra = {"GATEWAY_WORKERS": str(WORKERS), "PROMETHEUS_MULTIPROC_DIR": str(shared_dir)}
-    service = stack.gateway_service("gateway-workers", port, extra)
-    url = f"http://{stack.config.gateway_host}:{port}"
-    workers: set[int] = set()
-    try:
-        assert wait_until(lambda: http_ok(f"{url}/health/ready"), 90, 0.5, service), service.log_tail()
+    with stack.extra_gateway("gateway-workers", extra) as (service, url):
         workers = _worker_pids(service)
         yield service, url
-    finally:
-        service.stop()
     assert not [pid for pid in workers if psutil.pid_exists(pid)], "a worker outlived the gateway"
 
 
