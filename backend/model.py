@@ -327,7 +327,9 @@ class TritonPythonModel:
         self._check_length(len(prompt_ids), sampling.params.max_tokens)
         flags = {flag: _flag(request, flag) for flag in (*OPTIONAL_OUTPUTS, SPARSE_OUTPUTS)}
         prepend = not stream and not (exclude is not None and bool(exclude))
-        options = OutputOptions.from_flags(sampling.params.n, prompt if prepend else "", flags)
+        options = OutputOptions.from_flags(sampling.params.n, prompt if prepend else "", flags, sampling.params.logprobs)
+        if options.logprobs_to_ask is not None:
+            sampling.params.logprobs = options.logprobs_to_ask
         return engine_prompt, sampling.params, lora, options
 
     async def _generate(self, request: Any) -> None:

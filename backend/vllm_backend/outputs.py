@@ -19,11 +19,20 @@ class OutputOptions:
     prefix: str = ""  # the prompt, when the output must include it
     wanted: frozenset[str] = frozenset()  # names of the additional outputs asked for
     sparse: bool = False  # intermediate streamed responses carry only outputs with news
+    # vLLM was asked for the sampled tokens' logprobs only to compute the cumulative logprob: not an output.
+    implicit_logprobs: bool = False
 
     @classmethod
-    def from_flags(cls, n: int, prefix: str, flags: dict[str, bool]) -> "OutputOptions":
+    def from_flags(cls, n: int, prefix: str, flags: dict[str, bool], logprobs: int | None = None) -> "OutputOptions":
         wanted = frozenset(output for flag, output in OPTIONAL_OUTPUTS.items() if flags.get(flag))
-        return cls(n=n, prefix=prefix, wanted=wanted, sparse=bool(flags.get(SPARSE_OUTPUTS)))
+        implicit = "cumulative_logprob" in wanted and logprobs is None
+        return cls(n=n, prefix=prefix, wanted=wanted, sparse=bool(flags.get(SPARSE_OUTPUTS)), implicit_logprobs=implicit)
+
+    @property
+    def logprobs_to_ask(self) -> int | None:
+        """What vLLM must be asked for beyond the request's own `logprobs`: without logprobs it computes no
+        cumulative logprob (it would read 0.0), so a request for it alone asks for the sampled tokens' (0)."""
+        return 0 if self.implicit_logprobs else None
 
 
 def _logprobs_json(output: Any) -> str:
@@ -73,7 +82,8 @@ class ResponseArrays:
             texts[i] = options.prefix + output.text
             reasons[i] = str(output.finish_reason)
             cumulative[i] = output.cumulative_logprob or 0.0
-            logprobs[i] = _logprobs_json(output)
+            if not options.implicit_logprobs:
+                logprobs[i] = _logprobs_json(output)
             counts[i] += len(output.token_ids)
         held_back = options.sparse and not request_output.finished
         arrays: dict[str, np.ndarray] = {"text_output": np.array([t.encode() for t in texts], dtype=np.object_)}

@@ -55,7 +55,7 @@ def test_every_output_when_asked_and_sequences_placed_by_index() -> None:
         [1, 2, 3],
         [Completion(1, "b", [7, 8], "length", -1.5, [{7: Logprob(-0.5, 1, "b")}, {8: Logprob(-1.0, 2, "")}])],
     )
-    arrays = ResponseArrays(OutputOptions.from_flags(2, "", ALL))(out)
+    arrays = ResponseArrays(OutputOptions.from_flags(2, "", ALL, logprobs=1))(out)
     assert arrays["text_output"].tolist() == [b"", b"b"]
     assert arrays["finish_reason"].tolist() == [b"None", b"length"]
     assert arrays["cumulative_logprob"].dtype == np.float32
@@ -78,7 +78,7 @@ def test_prompt_is_prepended_when_input_is_not_excluded() -> None:
 def test_sampled_token_comes_first_in_logprobs() -> None:
     position = {3: Logprob(-0.1, 1, "a"), 9: Logprob(-2.0, 4, "z"), 4: Logprob(-0.5, 2, "b")}
     out = RequestOutput("p", [1], [Completion(0, "z", [9], None, -2.0, [position])])
-    arrays = ResponseArrays(OutputOptions.from_flags(1, "", ALL))(out)
+    arrays = ResponseArrays(OutputOptions.from_flags(1, "", ALL, logprobs=2))(out)
     [entry] = json.loads(arrays["logprobs"][0])
     assert list(entry) == ["9", "3", "4"]
 
@@ -108,3 +108,16 @@ def test_sparse_outputs_hold_counts_until_the_final_response() -> None:
     assert last["finish_reason"].tolist() == [b"length", b"None"]
     assert last["num_input_tokens"].tolist() == [2]
     assert last["num_output_tokens"].tolist() == [3, 2]  # every token not counted before
+
+
+def test_a_cumulative_logprob_alone_asks_vllm_for_the_sampled_tokens_logprobs_but_returns_none() -> None:
+    """Without logprobs vLLM computes no cumulative logprob (Triton's own CI for the stock backend found 0.0)."""
+    options = OutputOptions.from_flags(1, "", ALL)  # the request set no `logprobs`
+    assert options.implicit_logprobs and options.logprobs_to_ask == 0
+    out = RequestOutput("p", [1], [Completion(0, "z", [9], "length", -2.0, [{9: Logprob(-2.0, 1, "z")}])])
+    arrays = ResponseArrays(options)(out)
+    assert arrays["cumulative_logprob"].tolist() == [-2.0]
+    assert arrays["logprobs"].tolist() == [b"null"]  # not asked for by the request itself
+    asked = OutputOptions.from_flags(1, "", ALL, logprobs=0)
+    assert not asked.implicit_logprobs and asked.logprobs_to_ask is None
+    assert OutputOptions.from_flags(1, "", {}).logprobs_to_ask is None  # nothing asked, nothing computed

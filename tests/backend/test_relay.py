@@ -83,7 +83,7 @@ def texts(response: dict[str, np.ndarray]) -> list[str]:
 
 async def test_outputs_merge_while_the_response_is_in_flight_and_the_final_one_comes_last() -> None:
     engine, sender = Engine(), SlowSender()
-    arrays = ResponseArrays(OutputOptions.from_flags(1, "", ALL))
+    arrays = ResponseArrays(OutputOptions.from_flags(1, "", ALL, logprobs=1))
     task = asyncio.ensure_future(relay(engine.generate(), arrays, sender.deliver, asyncio.get_running_loop()))
     engine.collector.put(step(token(0, "A", 10, -0.5)))
     await settle()
@@ -140,7 +140,7 @@ async def test_an_idle_sender_gets_every_token_alone() -> None:
 async def test_n_sequences_merge_by_index_and_sparse_counts_come_with_the_final_response() -> None:
     engine, sender = Engine(), SlowSender()
     sparse = {**ALL, "sparse_outputs": True}
-    arrays = ResponseArrays(OutputOptions.from_flags(2, "", sparse))
+    arrays = ResponseArrays(OutputOptions.from_flags(2, "", sparse, logprobs=1))
     task = asyncio.ensure_future(relay(engine.generate(), arrays, sender.deliver, asyncio.get_running_loop()))
     # n > 1: vLLM sends each sequence's tokens in outputs of their own, in any order.
     engine.collector.put(step(token(1, "x", 20, -0.1)))
