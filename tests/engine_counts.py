@@ -7,13 +7,19 @@ request's last byte: an earlier request (a warm-up, a probe) may be counted afte
 
 from __future__ import annotations
 
+import re
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import httpx
+import psutil
 from prometheus_client.parser import text_string_to_metric_families
 
 from localstack.processes import wait_until
+from localstack.stack import LocalStack
 
 # A request that generated more than this ran long: only the tests' long requests (2000 tokens) do.
 LONG_RUN_TOKENS = 1000
@@ -79,3 +85,55 @@ def assert_cancelled(metrics_url: str, model: str, before: EngineCounts, long_to
     assert after.long_finished == before.long_finished, ran_to_its_end
     generated = after.generated - before.generated
     assert generated < long_tokens, f"the engine generated {generated} tokens: all of the request's"
+
+
+def generated_tokens(metrics_url: str, model: str) -> float:
+    """vllm:generation_tokens_total, read cheaply (polled every few milliseconds)."""
+    pattern = re.compile(rf'^vllm:generation_tokens_total{{model="{re.escape(model)}"[^}}]*}} (\S+)$', re.M)
+    match = pattern.search(httpx.get(metrics_url, timeout=5).text)
+    return float(match.group(1)) if match else 0.0
+
+
+def suspend_engines(stack: LocalStack) -> list[psutil.Process]:
+    """vLLM's engine stops stepping (SIGSTOP), as a stuck engine would. What is asked of it until it resumes,
+    an abort included, waits in its queue."""
+    engines = stack.engine_processes()
+    assert engines, "no engine process found"
+    for process in engines:
+        process.suspend()
+    return engines
+
+
+def resume(engines: list[psutil.Process]) -> None:
+    for process in engines:
+        try:
+            process.resume()
+        except psutil.NoSuchProcess:  # killed meanwhile, with its Triton
+            pass
+
+
+@contextmanager
+def engine_stopped_once_generating(stack: LocalStack, model: str) -> Iterator[list[psutil.Process]]:
+    """Within the block, the stack's engine is stopped (SIGSTOP) as soon as it generates tokens of what is sent in
+    the block, and resumed at the block's end. Stopped after the client's first event instead, the fast engine
+    (2000 tokens in about a second) could already have finished the request on a loaded machine."""
+    baseline = generated_tokens(stack.triton_metrics_url, model)
+    engines: list[psutil.Process] = []
+    done = threading.Event()
+
+    def stop_when_generating() -> None:
+        while not done.is_set():
+            if generated_tokens(stack.triton_metrics_url, model) > baseline:
+                engines.extend(suspend_engines(stack))
+                return
+            time.sleep(0.005)
+
+    watcher = threading.Thread(target=stop_when_generating, daemon=True)
+    watcher.start()
+    try:
+        yield engines
+    finally:
+        done.set()
+        watcher.join()
+        resume(engines)
+    assert engines, "the engine generated nothing to stop"

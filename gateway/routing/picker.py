@@ -14,7 +14,6 @@ gauges; this module only decides. Policies:
 from __future__ import annotations
 
 import hashlib
-import math
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -22,8 +21,10 @@ from typing import Literal
 
 Policy = Literal["least_load", "prefix", "round_robin"]
 
-# A home replica may carry this much more than an even share before new requests spill elsewhere.
+# A home replica takes a new request while its load stays within this factor of the mean plus a few requests (the
+# slack: at low load a scrape's stale gauges or one request more must not break the affinity).
 BOUNDED_LOAD_FACTOR = 1.25
+BOUNDED_LOAD_SLACK = 2.0
 
 
 @dataclass(frozen=True)
@@ -95,8 +96,8 @@ def pick(
         return Pick(ordered[turn % len(ordered)].name, "round_robin")
     if policy == "prefix" and key is not None:
         by_name = {r.name: r for r in replicas}
-        total = sum(r.load for r in replicas)
-        bound = math.ceil(BOUNDED_LOAD_FACTOR * (total + 1) / len(replicas))
+        mean = (sum(r.load for r in replicas) + 1) / len(replicas)  # the new request included
+        bound = BOUNDED_LOAD_FACTOR * mean + BOUNDED_LOAD_SLACK
         order = rendezvous_order(key, list(by_name))
         for position, name in enumerate(order):
             if by_name[name].load + 1 <= bound:

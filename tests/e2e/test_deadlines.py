@@ -12,13 +12,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 import httpx
-import psutil
 import pytest
 
 from localstack.processes import Service, wait_until
 from localstack.stack import LocalStack
 from tests.metrics_text import sample_value
-from tests.engine_counts import EngineCounts, assert_cancelled, settled
+from tests.engine_counts import EngineCounts, assert_cancelled, engine_stopped_once_generating, settled
 from tests.tcp_proxy import FaultProxy
 
 STALL_S = 1.5
@@ -83,41 +82,15 @@ def _assert_cancelled_in_the_engine(gw: Gateway, before: EngineCounts) -> None:
     assert_cancelled(gw.stack.triton_metrics_url, gw.model, before, LONG)
 
 
-def _suspend_engines(stack: LocalStack) -> list[psutil.Process]:
-    """vLLM's engine stops stepping (SIGSTOP), as a stuck engine would. What is asked of it until it resumes,
-    an abort included, waits in its queue."""
-    engines = stack.engine_processes()
-    assert engines, "no engine process found"
-    for process in engines:
-        process.suspend()
-    return engines
-
-
-def _resume(engines: list[psutil.Process]) -> None:
-    for process in engines:
-        process.resume()
-
-
-@contextmanager
-def engine_stopped(stack: LocalStack) -> Iterator[None]:
-    engines = _suspend_engines(stack)
-    try:
-        yield
-    finally:
-        _resume(engines)
-
-
 def _stream_with_engine_stalled(gw: Gateway) -> list[str]:
-    """A long stream whose engine stops after its first event, until the stream ends and a little more."""
+    """A long stream whose engine stops once it generates, until the stream ends and a little more (under 4 s in
+    all: the backend's health check would take longer for a dead engine)."""
     events: list[str] = []
-    with httpx.stream("POST", f"{gw.url}/v1/completions", json=_long_completion(gw.model, True), timeout=30) as r:
-        assert r.status_code == 200
-        lines = (line for line in r.iter_lines() if line)
-        events.append(next(lines))
-        # Stopped for under 4 s in all: the backend's health check would take longer for a dead engine.
-        with engine_stopped(gw.stack):
-            events.extend(lines)  # what was already on its way, then the stall
-            time.sleep(1.2)  # the backend looks for cancelled requests twice a second: the abort is queued
+    with engine_stopped_once_generating(gw.stack, gw.model):
+        with httpx.stream("POST", f"{gw.url}/v1/completions", json=_long_completion(gw.model, True), timeout=30) as r:
+            assert r.status_code == 200
+            events.extend(line for line in r.iter_lines() if line)  # what was on its way, then the stall
+        time.sleep(1.2)  # the backend looks for cancelled requests twice a second: the abort is queued
     return events
 
 
@@ -248,14 +221,10 @@ def test_a_client_disconnect_is_counted_as_a_cancellation(gateway: Gateway) -> N
     gw = gateway
     before = gw.metric("gateway_triton_cancellations_total", model=gw.model, reason="closed")
     engine_before = _settled(gw)
-    engines: list[psutil.Process] = []
-    try:
+    with engine_stopped_once_generating(gw.stack, gw.model):  # the request cannot end by itself before the client leaves
         with httpx.stream("POST", f"{gw.url}/v1/completions", json=_long_completion(gw.model, True), timeout=30) as r:
             assert next(line for line in r.iter_lines() if line).startswith("data: {")
-            engines = _suspend_engines(gw.stack)  # the request cannot end by itself before the client leaves
         time.sleep(1.2)  # as above: the abort is queued before the engine resumes
-    finally:
-        _resume(engines)
     _assert_cancelled_in_the_engine(gw, engine_before)
     assert gw.metric("gateway_triton_cancellations_total", model=gw.model, reason="closed") == before + 1
     assert gw.metric("gateway_triton_streams_total", model=gw.model, code="CANCELLED") >= 1

@@ -17,6 +17,7 @@ import pytest
 from localstack.net import free_port
 from localstack.processes import Service, wait_until
 from localstack.stack import LocalStack
+from tests.engine_counts import engine_stopped_once_generating
 from tests.metrics_text import sample_value
 
 
@@ -97,21 +98,36 @@ def test_a_shared_prefix_goes_to_one_home_replica(fleet: Fleet) -> None:
     assert fleet.picks("prefix_home") - before[2] == 8
 
 
-async def _stream(client: httpx.AsyncClient, url: str, body: dict) -> tuple[int, list[str]]:
-    """The status and the stream's events (or the error body)."""
+async def _stream(
+    client: httpx.AsyncClient, url: str, body: dict, first: asyncio.Event | None = None
+) -> tuple[int, list[str]]:
+    """The status and the stream's events (or the error body); `first` is set at the first event."""
     async with client.stream("POST", f"{url}/v1/completions", json=body) as response:
         if response.status_code != 200:
             return response.status_code, [(await response.aread()).decode()]
-        return 200, [line async for line in response.aiter_lines() if line]
+        events = []
+        async for line in response.aiter_lines():
+            if line:
+                events.append(line)
+                if first is not None:
+                    first.set()
+        return 200, events
 
 
 def test_a_replica_killed_under_load_fails_no_request_that_had_not_started(fleet: Fleet) -> None:
+    on_b = fleet.requests_on(fleet.b)
+
     async def scenario() -> tuple[list[tuple[int, list[str]]], list[tuple[int, list[str]]]]:
         async with httpx.AsyncClient(timeout=120) as client:
-            body = _body(fleet.model, "Go on:", max_tokens=1500, stream=True)
-            running = [asyncio.create_task(_stream(client, fleet.url, body)) for _ in range(8)]
-            await asyncio.sleep(1.0)  # the streams are under way on both replicas
-            fleet.b.kill_triton()
+            body = _body(fleet.model, "Go on:", max_tokens=2000, stream=True)
+            firsts = [asyncio.Event() for _ in range(8)]
+            # B's engine stops as soon as it generates: its streams stay open (the fast engine would finish them
+            # in about a second), the ones that got a first event mid-stream, the others before their first byte.
+            with engine_stopped_once_generating(fleet.b, fleet.model):
+                running = [asyncio.create_task(_stream(client, fleet.url, body, first)) for first in firsts]
+                await asyncio.wait([asyncio.create_task(first.wait()) for first in firsts], timeout=5)
+                assert fleet.requests_on(fleet.b) > on_b, "no stream went to replica B"
+                fleet.b.kill_triton()
             after = [asyncio.create_task(_stream(client, fleet.url, _body(fleet.model, f"Hi {i}", 16, True)))
                      for i in range(16)]  # fmt: skip
             return list(await asyncio.gather(*running)), list(await asyncio.gather(*after))
@@ -120,12 +136,14 @@ def test_a_replica_killed_under_load_fails_no_request_that_had_not_started(fleet
     for status, events in after:  # none had started: each went to the live replica, or was retried there
         assert status == 200 and events[-1] == "data: [DONE]" and '"error"' not in events[-2], events[-2:]
     cut = 0
-    for status, events in running:
-        assert status == 200 and events[-1] == "data: [DONE]"
-        if '"error"' in events[-2]:  # a stream on the dead replica: an explicit error, never a silent end
+    for status, events in running:  # complete (on A, or retried there), or cut on B with an explicit error
+        assert status == 200 and events[-1] == "data: [DONE]", events[-2:]
+        if '"error"' in events[-2]:
             cut += 1
             assert json.loads(events[-2].removeprefix("data: "))["error"]["type"] == "service_unavailable"
-    assert cut >= 1, "no stream was on the killed replica"
+        else:
+            assert json.loads(events[-2].removeprefix("data: "))["choices"][0]["finish_reason"] == "length"
+    assert cut >= 1, "no stream was cut on the killed replica"
     ready = httpx.get(f"{fleet.url}/health/ready", timeout=10)
     assert ready.status_code == 200  # the required model is still served by replica A
     states = {r["url"]: r["state"] for r in ready.json()["replicas"]}

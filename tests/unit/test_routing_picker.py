@@ -7,7 +7,7 @@ import pytest
 
 from gateway.core.upstream import GenerateRequest
 from gateway.routing.fleet import prompt_of
-from gateway.routing.picker import ReplicaView, pick, prefix_key, rendezvous_order
+from gateway.routing.picker import Pick, ReplicaView, pick, prefix_key, rendezvous_order
 
 
 def _views(*loads: int) -> list[ReplicaView]:
@@ -90,3 +90,11 @@ def test_the_prompt_of_chat_and_completions() -> None:
     assert prompt_of(chat).startswith("system\x1fBe brief.\x1euser\x1fHi")
     assert prompt_of(GenerateRequest("m", "id", {}, True, text_input="Once")) == "Once"
     assert prompt_of(GenerateRequest("m", "id", {}, True, prompt_token_ids=[1, 2])) == "1 2"
+
+
+def test_stale_gauges_at_low_load_do_not_break_the_affinity() -> None:
+    key = prefix_key("y" * 600, 512)
+    home = rendezvous_order(key, ["r0", "r1"])[0]
+    replicas = [ReplicaView(name, in_flight=0, running=1.0 if name == home else 0.0, kv_cache_usage=0.3)
+                for name in ("r0", "r1")]  # fmt: skip
+    assert pick(replicas, "prefix", key=key) == Pick(home, "prefix_home")
