@@ -42,21 +42,23 @@ class EventSequence:
             ),
         ]
 
-    def text_delta(self, item_id: str, output_index: int, delta: str) -> dict[str, Any]:
+    def text_delta(
+        self, item_id: str, output_index: int, delta: str, logprobs: list[dict[str, Any]] | None = None
+    ) -> dict[str, Any]:
         return self._event(
             "response.output_text.delta",
             item_id=item_id,
             output_index=output_index,
             content_index=0,
             delta=delta,
-            logprobs=[],
+            logprobs=logprobs or [],
         )
 
     def message_done(self, item: dict[str, Any], output_index: int) -> list[dict[str, Any]]:
         part = item["content"][0]
         where = {"item_id": item["id"], "output_index": output_index, "content_index": 0}
         return [
-            self._event("response.output_text.done", **where, text=part["text"], logprobs=[]),
+            self._event("response.output_text.done", **where, text=part["text"], logprobs=part["logprobs"]),
             self._event("response.content_part.done", **where, part=part),
             self._event("response.output_item.done", output_index=output_index, item=item),
         ]

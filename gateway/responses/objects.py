@@ -82,6 +82,8 @@ def response_object(
         response["usage"] = usage(*tokens)
     if request.user is not None:
         response["user"] = request.user
+    if request.top_logprobs is not None:
+        response["top_logprobs"] = request.top_logprobs
     return response
 
 

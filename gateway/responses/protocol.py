@@ -104,7 +104,8 @@ _DEFAULT_ONLY: dict[str, tuple[Any, ...]] = {
     "prompt_cache_retention": (None,),
 }
 # The only `include` value that applies to a plain text model's output; the others name built-in tools.
-_INCLUDABLE: frozenset[str] = frozenset()
+LOGPROBS_INCLUDE = "message.output_text.logprobs"
+_INCLUDABLE: frozenset[str] = frozenset({LOGPROBS_INCLUDE})
 
 
 class ResponsesRequest(BaseModel):
@@ -127,6 +128,7 @@ class ResponsesRequest(BaseModel):
     store: bool = True
     previous_response_id: str | None = None
     include: list[str] | None = None
+    top_logprobs: int | None = Field(None, ge=0, le=20)
     stream: bool = False
 
     @field_validator("input", mode="before")
@@ -139,6 +141,11 @@ class ResponsesRequest(BaseModel):
                 for item in value
             ]
         return value
+
+    @property
+    def logprobs(self) -> int | None:
+        """Alternatives per token to return with the text, when `include` asks for logprobs; else None."""
+        return (self.top_logprobs or 0) if LOGPROBS_INCLUDE in (self.include or []) else None
 
     def refuse_unsupported(self) -> None:
         """Raises a 400 naming the first field, or field value, that the gateway cannot honour."""

@@ -12,6 +12,7 @@ import orjson
 
 from gateway.core.chat import ChatRender
 from gateway.core.choices import ChoiceAccumulator, ChoiceDelta
+from gateway.core.logprobs import Position, chat_logprobs
 from gateway.errors import OpenAIError
 from gateway.responses.events import EventSequence
 from gateway.responses.objects import response_object
@@ -54,10 +55,13 @@ class ResponsesRender:
             head += self.events.message_start(self.message_id, 0)
         return head
 
+    def _logprobs(self, positions: list[Position]) -> list[dict[str, Any]] | None:
+        return chat_logprobs(positions)["content"] if self.request.logprobs is not None else None
+
     def chunks(self, delta: ChoiceDelta) -> list[dict[str, Any]]:
         events = self._head()
         if delta.text and self.streams_text:
-            events.append(self.events.text_delta(self.message_id, 0, delta.text))
+            events.append(self.events.text_delta(self.message_id, 0, delta.text, self._logprobs(delta.logprobs)))
         return events
 
     def usage_chunk(self, acc: ChoiceAccumulator) -> dict[str, Any]:
@@ -67,7 +71,7 @@ class ResponsesRender:
         """The finished response object, from the generation's whole text."""
         text, reason = acc.texts[0], acc.finish_reasons[0]
         content, calls = self.chat.split_tool_calls(text)
-        output = output_items(content, calls, reason)
+        output = output_items(content, calls, reason, self._logprobs(acc.logprobs[0]))
         if self.streams_text:
             output[0]["id"] = self.message_id
         status = "incomplete" if reason == "length" else "completed"

@@ -30,13 +30,16 @@ def _text_of(content: str | list[InputText]) -> str:
     return content if isinstance(content, str) else "".join(part.text for part in content)
 
 
-def output_text_part(text: str) -> dict[str, Any]:
-    return {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
+def output_text_part(text: str, logprobs: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    return {"type": "output_text", "text": text, "annotations": [], "logprobs": logprobs or []}
 
 
-def message_item(item_id: str, text: str, status: str = "completed") -> dict[str, Any]:
+def message_item(
+    item_id: str, text: str, status: str = "completed", logprobs: list[dict[str, Any]] | None = None
+) -> dict[str, Any]:
     """An assistant message, as the model's output (`OutputMessage`)."""
-    return {"id": item_id, "type": "message", "role": "assistant", "status": status, "content": [output_text_part(text)]}
+    content = [output_text_part(text, logprobs)]
+    return {"id": item_id, "type": "message", "role": "assistant", "status": status, "content": content}
 
 
 def function_call_item(item_id: str, call_id: str, name: str, arguments: str) -> dict[str, Any]:
@@ -136,15 +139,24 @@ def chat_request(request: ResponsesRequest, history: list[dict[str, Any]], input
         "parallel_tool_calls": True if request.parallel_tool_calls is None else request.parallel_tool_calls,
         "user": request.user,
         "stream": request.stream,
+        "logprobs": request.logprobs is not None or None,
+        "top_logprobs": request.logprobs or None,
     }
     return ChatCompletionRequest.model_validate({key: value for key, value in body.items() if value is not None})
 
 
-def output_items(content: str | None, calls: list[ParsedToolCall], finish_reason: str | None) -> list[dict[str, Any]]:
-    """A chat choice's result as output items: the text as a message, then one item per tool call."""
+def output_items(
+    content: str | None,
+    calls: list[ParsedToolCall],
+    finish_reason: str | None,
+    logprobs: list[dict[str, Any]] | None = None,
+) -> list[dict[str, Any]]:
+    """A chat choice's result as output items: the text as a message (with its tokens' logprobs when asked and
+    the text is the whole output), then one item per tool call."""
     items = []
     if content or not calls:
-        items.append(message_item(new_id("msg"), content or "", "incomplete" if finish_reason == "length" else "completed"))
+        status = "incomplete" if finish_reason == "length" else "completed"
+        items.append(message_item(new_id("msg"), content or "", status, None if calls else logprobs))
     for call in calls:
         items.append(function_call_item(new_id("fc"), new_tool_call_id(), call.name, call.arguments))
     return items

@@ -72,7 +72,7 @@ async def create_response(
     render = ResponsesRender(body, chat_render, translate.new_id("resp"), int(time.time()), keep)
     async with gate.slot(caller_of(request.scope), model) as slot:
         tracker = _tracker(request, model, "responses", body.stream, chat_body.messages)
-        generation = Generation(client, [upstream], render, chat_body, tracker, None, slot, wire=render)
+        generation = Generation(client, [upstream], render, chat_body, tracker, body.logprobs, slot, wire=render)
         return await generation.respond(request)
 
 

@@ -121,6 +121,24 @@ def test_stream_with_the_sdk(gateway: str, model: str) -> None:
     assert final.output_text == final.output[0].content[0].text
 
 
+@pytest.mark.parametrize("stream", [False, True], ids=["unary", "stream"])
+def test_included_logprobs(gateway: str, model: str, stream: bool) -> None:
+    body = {"model": model, "input": "Hello", "max_output_tokens": 6, "include": ["message.output_text.logprobs"],
+            "top_logprobs": 2}  # fmt: skip
+    if stream:
+        events = _events(gateway, body)
+        final = check_stream(events)
+        deltas = [e for e in events if e["type"] == "response.output_text.delta"]
+        assert sum(len(d["logprobs"]) for d in deltas) == final["usage"]["output_tokens"]
+    else:
+        final = _post(gateway, body).json()
+        validate("Response", final)
+    part = final["output"][0]["content"][0]
+    assert len(part["logprobs"]) == final["usage"]["output_tokens"] >= 1
+    for entry in part["logprobs"]:
+        assert entry["logprob"] <= 0 and 1 <= len(entry["top_logprobs"]) <= 2
+
+
 def test_max_output_tokens_makes_an_incomplete_response(gateway: str, model: str) -> None:
     response = _post(gateway, {"model": model, "input": "Write a long poem", "max_output_tokens": 3}).json()
     # random text may end early; when it does not, the reason is the token limit

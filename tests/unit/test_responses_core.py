@@ -227,3 +227,40 @@ def test_input_item_pages() -> None:
     assert [i["id"] for i in desc["data"]] == [f"msg_{i}" for i in range(4, -1, -1)]
     with pytest.raises(ValueError):
         objects.item_page(items, 2, "asc", "msg_nope")
+
+
+def _logprobs_json(token: str, logprob: float) -> str:
+    """The backend's logprobs for one token: the sampled one first, then an alternative."""
+    return f'[{{"7": {{"logprob": {logprob}, "rank": 1, "decoded_token": "{token}"}}, ' \
+           f'"9": {{"logprob": -3.0, "rank": 2, "decoded_token": "x"}}}}]'  # fmt: skip
+
+
+def test_included_logprobs_come_with_each_delta_and_the_text() -> None:
+    request = _request(include=["message.output_text.logprobs"], top_logprobs=1)
+    request.refuse_unsupported()
+    assert request.logprobs == 1
+    chat_body = translate.chat_request(request, [], translate.canonical_items(request))
+    assert chat_body.logprobs is True and chat_body.top_logprobs == 1
+    render = ResponsesRender(request, ChatRender(chat_body, "", 0, parse_hermes), "resp_1", 1700000000)
+    acc = ChoiceAccumulator(1, top_logprobs=1)
+    events: list[dict] = []
+    for number, (piece, logprob) in enumerate([("Hel", -0.5), ("lo", -0.25)]):
+        chunk = GenerateChunk(texts=[piece], finish_reasons=["stop" if number else None], num_input_tokens=5,
+                              num_output_tokens=[1], logprobs=[_logprobs_json(piece, logprob)])  # fmt: skip
+        for delta in acc.add(chunk):
+            events += render.chunks(delta)
+    events += render.closing(acc, completed_at=1700000001)
+    response = check_stream(events)
+    deltas = [e for e in events if e["type"] == "response.output_text.delta"]
+    assert [d["logprobs"][0]["token"] for d in deltas] == ["Hel", "lo"]
+    assert deltas[0]["logprobs"][0]["top_logprobs"][0]["token"] == "Hel"
+    part = response["output"][0]["content"][0]
+    assert [entry["logprob"] for entry in part["logprobs"]] == [-0.5, -0.25]
+    done = next(e for e in events if e["type"] == "response.output_text.done")
+    assert done["logprobs"] == part["logprobs"]
+
+
+def test_logprobs_are_left_out_unless_included() -> None:
+    render, acc = _render(_request(top_logprobs=3))
+    response = check_stream(_run(render, acc, ["a"]))
+    assert response["output"][0]["content"][0]["logprobs"] == []
