@@ -8,9 +8,8 @@ request's last byte: an earlier request (a warm-up, a probe) may be counted afte
 from __future__ import annotations
 
 import re
-import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -87,13 +86,6 @@ def assert_cancelled(metrics_url: str, model: str, before: EngineCounts, long_to
     assert generated < long_tokens, f"the engine generated {generated} tokens: all of the request's"
 
 
-def generated_tokens(metrics_url: str, model: str) -> float:
-    """vllm:generation_tokens_total, read cheaply (polled every few milliseconds)."""
-    pattern = re.compile(rf'^vllm:generation_tokens_total{{model="{re.escape(model)}"[^}}]*}} (\S+)$', re.M)
-    match = pattern.search(httpx.get(metrics_url, timeout=5).text)
-    return float(match.group(1)) if match else 0.0
-
-
 def suspend_engines(stack: LocalStack) -> list[psutil.Process]:
     """vLLM's engine stops stepping (SIGSTOP), as a stuck engine would. What is asked of it until it resumes,
     an abort included, waits in its queue."""
@@ -112,28 +104,39 @@ def resume(engines: list[psutil.Process]) -> None:
             pass
 
 
+class PausedEngine:
+    """Stacks' vLLM engines, stopped (SIGSTOP) except for short runs: requests sent meanwhile get a few tokens
+    per run, so a test can read a stream's first event while the request is still far from its end. (The fast
+    engine makes 2000 tokens in about a second: stopped only after the client's first event, it could already
+    have finished on a loaded machine.)"""
+
+    def __init__(self, *stacks: LocalStack) -> None:
+        self.engines = [engine for stack in stacks for engine in suspend_engines(stack)]
+
+    def run_for(self, seconds: float) -> None:
+        resume(self.engines)
+        time.sleep(seconds)
+        for process in self.engines:
+            try:
+                process.suspend()
+            except psutil.NoSuchProcess:
+                pass
+
+    def run_until(self, done: Callable[[], bool], timeout_s: float = 10.0, step_s: float = 0.02) -> None:
+        """Runs the engine in short steps until `done()` (asked between steps)."""
+        deadline = time.monotonic() + timeout_s
+        while not done():
+            assert time.monotonic() < deadline, "nothing came out of the engine"
+            self.run_for(step_s)
+            time.sleep(0.05)
+
+
 @contextmanager
-def engine_stopped_once_generating(stack: LocalStack, model: str) -> Iterator[list[psutil.Process]]:
-    """Within the block, the stack's engine is stopped (SIGSTOP) as soon as it generates tokens of what is sent in
-    the block, and resumed at the block's end. Stopped after the client's first event instead, the fast engine
-    (2000 tokens in about a second) could already have finished the request on a loaded machine."""
-    baseline = generated_tokens(stack.triton_metrics_url, model)
-    engines: list[psutil.Process] = []
-    done = threading.Event()
-
-    def stop_when_generating() -> None:
-        while not done.is_set():
-            if generated_tokens(stack.triton_metrics_url, model) > baseline:
-                engines.extend(suspend_engines(stack))
-                return
-            time.sleep(0.005)
-
-    watcher = threading.Thread(target=stop_when_generating, daemon=True)
-    watcher.start()
+def engine_paused(*stacks: LocalStack) -> Iterator[PausedEngine]:
+    """The stacks' engines stopped within the block (keep it under 4 s in all: the backend's health check would
+    count a longer stop as a hung engine), resumed at its end."""
+    paused = PausedEngine(*stacks)
     try:
-        yield engines
+        yield paused
     finally:
-        done.set()
-        watcher.join()
-        resume(engines)
-    assert engines, "the engine generated nothing to stop"
+        resume(paused.engines)
