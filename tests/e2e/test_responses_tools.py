@@ -58,7 +58,8 @@ def test_streamed_function_call(stack: LocalStack, model_name: str) -> None:
 
 
 async def test_an_agent_with_one_tool(base_url: str, model_name: str) -> None:
-    agents = pytest.importorskip("agents")
+    import agents  # the OpenAI Agents SDK (openai-agents, in the test extra)
+
     agents.set_tracing_disabled(True)  # no traces sent to OpenAI
     cities: list[str] = []
 
