@@ -42,6 +42,10 @@ class Service:
     def running(self) -> bool:
         return self.process.poll() is None
 
+    def returncode(self) -> int | None:
+        """The exit status once it has exited (negative: the signal that ended it)."""
+        return self.process.poll()
+
     def descendants(self) -> list[psutil.Process]:
         try:
             return psutil.Process(self.pid).children(recursive=True)

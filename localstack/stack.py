@@ -59,6 +59,8 @@ PLACEMENT_CHECK_S = 1.0
 
 # What a stopping gateway gets beyond its drain (GATEWAY_DRAIN_TIMEOUT_S): the cut, then uvicorn's own shutdown.
 GATEWAY_STOP_MARGIN_S = 15.0
+# How long a stopped stack's last processes may take to exit by themselves.
+STRAGGLER_WAIT_S = 5.0
 
 
 def python_backend_args(shm_prefix: str) -> list[str]:
@@ -299,7 +301,7 @@ class LocalStack:
         try:
             ready = wait_until(lambda: http_ok(f"{url}/health/ready"), 90, 0.3, service)
             if not ready:
-                raise StackError(f"the gateway {name} did not become ready:\n{service.log_tail()}")
+                raise StackError(f"the gateway {name} did not become ready:\n{service.log_tail()}\n{self.health()}")
             yield service, url
         finally:
             service.stop()
@@ -328,6 +330,14 @@ class LocalStack:
             except Exception:  # gone meanwhile
                 continue
         return found
+
+    def health(self) -> str:
+        """One line on whether this stack's Triton still runs, with its log's end when it does not."""
+        if self.triton is None:
+            return "Triton: not started"
+        if self.triton.running():
+            return f"Triton: running (pid {self.triton.pid})"
+        return f"Triton: exited ({self.triton.returncode()}); its log ends:\n{self.triton.log_tail()}"
 
     def kill_triton(self) -> None:
         """Simulates a crash of the server (its stubs and engines are cleared too)."""
@@ -410,6 +420,8 @@ class LocalStack:
             self.triton.stop()
         for replica in self.replicas:
             replica.stop()
+        # The backend's reaper is the last one out: it leaves once the stub and the engine it watches are gone.
+        wait_until(lambda: not stray_processes(self.config.run_dir), STRAGGLER_WAIT_S, 0.1)
 
     def __enter__(self) -> "LocalStack":
         return self.start()

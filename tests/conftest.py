@@ -37,13 +37,28 @@ def _run_stack(config: StackConfig) -> Iterator[LocalStack]:
     """Starts the stack, and after the session checks that nothing it started survives it."""
     local = LocalStack(config)
     local.start()
+    _SESSION_STACKS.append(local)
     try:
         yield local
     finally:
+        _SESSION_STACKS.remove(local)
         local.stop()
         # Triton, its stubs and vLLM's engine processes carry the run's marker: none may survive.
         left = stray_processes(config.run_dir)
         assert not left, f"processes left after stopping the stack: {left}"
+
+
+_SESSION_STACKS: list[LocalStack] = []
+
+
+@pytest.fixture(autouse=True, scope="module")
+def session_stacks_survive_the_module(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A session stack whose Triton died fails every later test: name the module after which it happened, with
+    Triton's log, so that the failures point at their cause (the disruptive tests restart what they kill)."""
+    yield
+    for local in _SESSION_STACKS:
+        if local.triton is not None and not local.triton.running():
+            pytest.fail(f"{local.config.run_dir.name}: Triton died during {request.node.name}: {local.health()}")
 
 
 @pytest.fixture(scope="session")
