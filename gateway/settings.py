@@ -64,9 +64,10 @@ class Settings(BaseSettings):
         "few hundred milliseconds even on CPU, so 60 s only catches an upstream that stopped",
     )
     triton_grpc_status_codes: bool = Field(
-        True,
+        False,
         description="ask Triton (24.08 and later) to end failed streams with a gRPC status code "
-        "(the `triton_grpc_error` header) instead of an error message in the stream",
+        "(the `triton_grpc_error` header) instead of an error message in the stream. Off by default: Triton "
+        "2.51 aborts when such a stream is cancelled as it fails (a request with several prompts that all fail)",
     )
     breaker_failures: int = Field(
         5, ge=0, description="consecutive UNAVAILABLE errors of a model that open its circuit breaker (0: off)"

@@ -137,7 +137,7 @@ class TritonClient:
         deadlines: StreamDeadlines = StreamDeadlines(),
         breakers: BreakerBoard | None = None,
         metrics: UpstreamMetrics | None = None,
-        grpc_status_codes: bool = True,
+        grpc_status_codes: bool = False,
     ) -> None:
         self.url = url
         self.request_timeout_s = request_timeout_s
