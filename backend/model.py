@@ -20,7 +20,6 @@ import uuid  # noqa: E402
 from functools import partial  # noqa: E402
 from typing import Any  # noqa: E402
 
-import numpy as np  # noqa: E402
 import psutil  # noqa: E402
 import triton_python_backend_utils as pb_utils  # noqa: E402
 
@@ -47,6 +46,7 @@ from vllm_backend.outputs import OutputOptions, ResponseArrays  # noqa: E402
 from vllm_backend.params import BackendParams  # noqa: E402
 from vllm_backend.reaper import Reaper  # noqa: E402
 from vllm_backend.relay import Pacer, relay  # noqa: E402
+from vllm_backend.request_fields import RequestError, flag, scalar, tensor  # noqa: E402
 from vllm_backend.sampling import SamplingError, sampling_from_json  # noqa: E402
 
 # Starts every error message caused by the request itself (the client's fault).
@@ -65,27 +65,6 @@ def _client_cause(exc: BaseException) -> BaseException | None:
     return None
 
 
-class RequestError(ValueError):
-    """A request the backend refuses; the message is returned to the client."""
-
-
-def _tensor(request: Any, name: str) -> np.ndarray | None:
-    tensor = pb_utils.get_input_tensor_by_name(request, name)
-    return None if tensor is None else tensor.as_numpy()
-
-
-def _scalar(request: Any, name: str) -> Any:
-    array = _tensor(request, name)
-    if array is None or array.size == 0:
-        return None
-    return array.reshape(-1)[0]
-
-
-def _flag(request: Any, name: str, default: bool = False) -> bool:
-    value = _scalar(request, name)
-    return default if value is None else bool(value)
-
-
 # Consecutive unanswered health checks (each waits at least 5 s) before a live engine counts as hung.
 HUNG_AFTER_UNANSWERED = 3
 
@@ -94,10 +73,10 @@ class TritonPythonModel:
     @staticmethod
     def auto_complete_config(auto_complete_model_config: Any) -> Any:
         config = auto_complete_model_config.as_dict()
-        for tensor in missing_tensors(config.get("input", []), INPUTS):
-            auto_complete_model_config.add_input(tensor)
-        for tensor in missing_tensors(config.get("output", []), OUTPUTS):
-            auto_complete_model_config.add_output(tensor)
+        for spec in missing_tensors(config.get("input", []), INPUTS):
+            auto_complete_model_config.add_input(spec)
+        for spec in missing_tensors(config.get("output", []), OUTPUTS):
+            auto_complete_model_config.add_output(spec)
         auto_complete_model_config.set_max_batch_size(0)
         auto_complete_model_config.set_model_transaction_policy({"decoupled": True})
         return auto_complete_model_config
@@ -271,9 +250,9 @@ class TritonPythonModel:
 
     def _prompt(self, request: Any) -> tuple[str, list[int]]:
         """The prompt's text and tokens. A rendered chat template carries its own special tokens."""
-        text = _scalar(request, "text_input")
-        messages = _scalar(request, "messages")
-        token_ids = _tensor(request, "prompt_token_ids")
+        text = scalar(request, "text_input")
+        messages = scalar(request, "messages")
+        token_ids = tensor(request, "prompt_token_ids")
         if token_ids is not None:
             if text is not None or messages is not None:
                 raise RequestError("give one of text_input, messages or prompt_token_ids")
@@ -284,7 +263,7 @@ class TritonPythonModel:
         if messages is not None:
             if text is not None:
                 raise RequestError("give either text_input or messages, not both")
-            kwargs = parse_template_kwargs(_scalar(request, "chat_template_kwargs"))
+            kwargs = parse_template_kwargs(scalar(request, "chat_template_kwargs"))
             prompt = render_chat(self.tokenizer, parse_messages(messages), kwargs)
             return prompt, self.tokenizer.encode(prompt, add_special_tokens=False)
         if text is None:
@@ -309,7 +288,7 @@ class TritonPythonModel:
     def _parse(self, request: Any) -> tuple[Any, Any, Any, OutputOptions]:
         """The engine prompt, sampling parameters, LoRA request and output options of one request."""
         prompt, prompt_ids = self._prompt(request)
-        images = _tensor(request, "image")
+        images = tensor(request, "image")
         engine_prompt: Any
         if images is None:
             # Already tokenized, so rendered: vLLM takes it on the calling loop. A raw prompt would go
@@ -317,15 +296,15 @@ class TritonPythonModel:
             engine_prompt = token_prompt(prompt_ids, prompt)
         else:  # images still need vLLM's multi-modal processing
             engine_prompt = multimodal_prompt(prompt_ids, multi_modal_data(decode_images(images)))
-        stream = _flag(request, "stream")
-        exclude = _scalar(request, "exclude_input_in_output")
+        stream = flag(request, "stream")
+        exclude = scalar(request, "exclude_input_in_output")
         if stream and exclude is not None and not bool(exclude):
             raise RequestError("streaming requires exclude_input_in_output to be true")
-        raw = _scalar(request, "sampling_parameters")
+        raw = scalar(request, "sampling_parameters")
         sampling = sampling_from_json(raw, request.parameters(), stream)
         lora = resolve_lora(sampling.lora_name, self.lora)
         self._check_length(len(prompt_ids), sampling.params.max_tokens)
-        flags = {flag: _flag(request, flag) for flag in (*OPTIONAL_OUTPUTS, SPARSE_OUTPUTS)}
+        flags = {name: flag(request, name) for name in (*OPTIONAL_OUTPUTS, SPARSE_OUTPUTS)}
         prepend = not stream and not (exclude is not None and bool(exclude))
         options = OutputOptions.from_flags(sampling.params.n, prompt if prepend else "", flags, sampling.params.logprobs)
         if options.logprobs_to_ask is not None:
