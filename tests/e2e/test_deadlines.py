@@ -18,7 +18,7 @@ import pytest
 from localstack.processes import Service, wait_until
 from localstack.stack import LocalStack
 from tests.metrics_text import sample_value
-from tests.engine_counts import EngineCounts, assert_cancelled, engine_paused, settled
+from tests.engine_counts import TRIES, EngineCounts, assert_cancelled, engine_paused, settled
 from tests.tcp_proxy import FaultProxy
 
 STALL_S = 1.5
@@ -121,10 +121,6 @@ def _cancelled_in_the_engine(gw: Gateway, before: EngineCounts) -> AssertionErro
     return None
 
 
-# A cancelled request now and then still runs to its end in the engine (its abort not taking effect, or the engine
-# not stopped by SIGSTOP in time: not found yet). The cancellation checks take the best of three tries, so that
-# they fail when cancellation never reaches the engine, not on that intermittent miss.
-TRIES = 3
 
 
 def test_a_stall_after_the_first_byte_ends_the_stream_with_an_error_event_and_cancels(gateway: Gateway) -> None:
