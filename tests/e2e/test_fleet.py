@@ -171,3 +171,41 @@ def test_a_replica_back_gets_traffic_within_10_s(fleet: Fleet) -> None:
 
     assert wait_until(b_takes_traffic, 10, 0.2), "the replica got no traffic within 10 s of being ready"
     assert time.monotonic() - back < 15
+
+
+def _replica_state(fleet: Fleet, stack: LocalStack) -> str:
+    replicas = httpx.get(f"{fleet.url}/health/ready", timeout=10).json()["replicas"]
+    return next(r["state"] for r in replicas if r["url"] == fleet.grpc(stack))
+
+
+def test_a_draining_replica_finishes_its_streams_and_gets_no_new_requests(fleet: Fleet) -> None:
+    """SIGTERM makes Triton drain: it says it is not ready and waits for its requests. The gateway sends it nothing
+    new once it sees that, and the streams it had finish complete. (Last in the module: B stops for good.)"""
+    assert fleet.b.triton is not None and fleet.b.triton.running()
+    on_b = fleet.requests_on(fleet.b)
+
+    async def scenario() -> tuple[list[tuple[int, list[str]]], list[tuple[int, list[str]]], float]:
+        async with httpx.AsyncClient(timeout=120) as client:
+            body = _body(fleet.model, "Go on:", max_tokens=1000, stream=True)
+            firsts = [asyncio.Event() for _ in range(8)]
+            with engine_paused(fleet.a, fleet.b) as engines:  # B's streams are mid-way when it starts draining
+                running = [asyncio.create_task(_stream(client, fleet.url, body, first)) for first in firsts]
+                steps = 0
+                while not all(first.is_set() for first in firsts) and steps < 100:
+                    await asyncio.to_thread(engines.run_for, 0.005)
+                    await asyncio.sleep(0.05)
+                    steps += 1
+                assert fleet.requests_on(fleet.b) > on_b, "no stream went to replica B"
+                fleet.b.triton.process.terminate()
+                seen = await asyncio.to_thread(wait_until, lambda: _replica_state(fleet, fleet.b) != "ready", 3, 0.1)
+                assert seen, "the gateway did not see replica B draining"
+            drained_from = fleet.requests_on(fleet.b)
+            after = [asyncio.create_task(_stream(client, fleet.url, _body(fleet.model, f"Hi {i}", 16, True)))
+                     for i in range(16)]  # fmt: skip
+            return list(await asyncio.gather(*running)), list(await asyncio.gather(*after)), drained_from
+
+    running, after, drained_from = asyncio.run(scenario())
+    for status, events in [*running, *after]:
+        assert status == 200 and events[-1] == "data: [DONE]", events[-2:]
+        assert json.loads(events[-2].removeprefix("data: "))["choices"][0]["finish_reason"] == "length", events[-2]
+    assert fleet.requests_on(fleet.b) == drained_from, "a new request went to the draining replica"
