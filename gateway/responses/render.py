@@ -60,7 +60,9 @@ class ResponsesRender:
 
     def chunks(self, delta: ChoiceDelta) -> list[dict[str, Any]]:
         events = self._head()
-        if delta.text and self.streams_text:
+        # A token without text of its own (end of sequence, part of a character) still brings its logprob.
+        carries_logprobs = bool(delta.logprobs) and self.request.logprobs is not None
+        if self.streams_text and (delta.text or carries_logprobs):
             events.append(self.events.text_delta(self.message_id, 0, delta.text, self._logprobs(delta.logprobs)))
         return events
 

@@ -244,18 +244,19 @@ def test_included_logprobs_come_with_each_delta_and_the_text() -> None:
     render = ResponsesRender(request, ChatRender(chat_body, "", 0, parse_hermes), "resp_1", 1700000000)
     acc = ChoiceAccumulator(1, top_logprobs=1)
     events: list[dict] = []
-    for number, (piece, logprob) in enumerate([("Hel", -0.5), ("lo", -0.25)]):
-        chunk = GenerateChunk(texts=[piece], finish_reasons=["stop" if number else None], num_input_tokens=5,
+    # The last token has no text (end of sequence): its delta still brings its logprob.
+    for number, (piece, logprob) in enumerate([("Hel", -0.5), ("lo", -0.25), ("", -1.0)]):
+        chunk = GenerateChunk(texts=[piece], finish_reasons=["stop" if number == 2 else None], num_input_tokens=5,
                               num_output_tokens=[1], logprobs=[_logprobs_json(piece, logprob)])  # fmt: skip
         for delta in acc.add(chunk):
             events += render.chunks(delta)
     events += render.closing(acc, completed_at=1700000001)
     response = check_stream(events)
     deltas = [e for e in events if e["type"] == "response.output_text.delta"]
-    assert [d["logprobs"][0]["token"] for d in deltas] == ["Hel", "lo"]
+    assert [d["logprobs"][0]["token"] for d in deltas] == ["Hel", "lo", ""]
     assert deltas[0]["logprobs"][0]["top_logprobs"][0]["token"] == "Hel"
     part = response["output"][0]["content"][0]
-    assert [entry["logprob"] for entry in part["logprobs"]] == [-0.5, -0.25]
+    assert [entry["logprob"] for entry in part["logprobs"]] == [-0.5, -0.25, -1.0]
     done = next(e for e in events if e["type"] == "response.output_text.done")
     assert done["logprobs"] == part["logprobs"]
 
