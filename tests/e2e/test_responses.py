@@ -247,20 +247,24 @@ def test_a_client_disconnect_cancels_the_engine_request(fast_stack: LocalStack, 
     body = {"model": model, "input": "Tell a very long story.", "max_output_tokens": 1900, "stream": True}
     for attempt in range(TRIES):
         before = _engine(fast_stack, "vllm:generation_tokens_total", model)
+        before_disconnects = _disconnects(gateway, model)
         with engine_paused(fast_stack) as engine:  # the response cannot end by itself before the client leaves
             first = threading.Event()
             reader = threading.Thread(target=_read_first_event, args=(gateway, body, first), daemon=True)
             reader.start()
             engine.run_until(first.is_set)
             reader.join(timeout=10)
-            assert wait_until(lambda: _disconnects(gateway, model) >= attempt + 1, 5, 0.05), "the leaving client"
+            counted = before_disconnects + 1
+            left = wait_until(lambda: _disconnects(gateway, model) >= counted, 5, 0.05)
+        if not left:  # the response was complete before the client left (the hold-up in tests/engine_counts.py)
+            continue
         assert wait_until(lambda: _engine(fast_stack, "vllm:num_requests_running", model) == 0, 10, 0.1)
         settled = _engine(fast_stack, "vllm:generation_tokens_total", model)
         time.sleep(1.0)
         assert _engine(fast_stack, "vllm:generation_tokens_total", model) == settled, "the engine kept generating"
         if settled - before < 1900:  # stopped before its end
             return
-    raise AssertionError(f"the cancelled response ran to its end in the engine, {TRIES} times")
+    raise AssertionError(f"the response ran to its end, or its client's leaving was not counted, {TRIES} times")
 
 
 def _disconnects(gateway: str, model: str) -> float:
