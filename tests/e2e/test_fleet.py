@@ -17,7 +17,7 @@ import pytest
 from localstack.net import free_port
 from localstack.processes import Service, wait_until
 from localstack.stack import LocalStack
-from tests.engine_counts import engine_paused
+from tests.engine_counts import PausedEngine, engine_paused
 from tests.metrics_text import sample_value
 
 
@@ -114,6 +114,16 @@ async def _stream(
         return 200, events
 
 
+async def _step_until_started(engines: PausedEngine, firsts: list[asyncio.Event]) -> int:
+    """Runs the paused engines in short steps until every stream has its first event; returns how many have."""
+    for _ in range(100):
+        if all(first.is_set() for first in firsts):
+            break
+        await asyncio.to_thread(engines.run_for, 0.005)
+        await asyncio.sleep(0.05)
+    return sum(first.is_set() for first in firsts)
+
+
 def test_a_replica_killed_under_load_fails_no_request_that_had_not_started(fleet: Fleet) -> None:
     on_b = fleet.requests_on(fleet.b)
 
@@ -125,13 +135,8 @@ def test_a_replica_killed_under_load_fails_no_request_that_had_not_started(fleet
             # then open mid-way when B dies (the fast engine would finish them in about a second otherwise).
             with engine_paused(fleet.a, fleet.b) as engines:
                 running = [asyncio.create_task(_stream(client, fleet.url, body, first)) for first in firsts]
-                steps = 0
-                while not all(first.is_set() for first in firsts) and steps < 100:
-                    await asyncio.to_thread(engines.run_for, 0.005)
-                    await asyncio.sleep(0.05)
-                    steps += 1
-                got = sum(first.is_set() for first in firsts)
-                assert got == len(firsts), f"{got} streams of {len(firsts)} got a first event in {steps} steps"
+                got = await _step_until_started(engines, firsts)
+                assert got == len(firsts), f"{got} streams of {len(firsts)} got a first event"
                 assert fleet.requests_on(fleet.b) > on_b, "no stream went to replica B"
                 fleet.b.kill_triton()
             after = [asyncio.create_task(_stream(client, fleet.url, _body(fleet.model, f"Hi {i}", 16, True)))
@@ -190,11 +195,7 @@ def test_a_draining_replica_finishes_its_streams_and_gets_no_new_requests(fleet:
             firsts = [asyncio.Event() for _ in range(8)]
             with engine_paused(fleet.a, fleet.b) as engines:  # B's streams are mid-way when it starts draining
                 running = [asyncio.create_task(_stream(client, fleet.url, body, first)) for first in firsts]
-                steps = 0
-                while not all(first.is_set() for first in firsts) and steps < 100:
-                    await asyncio.to_thread(engines.run_for, 0.005)
-                    await asyncio.sleep(0.05)
-                    steps += 1
+                await _step_until_started(engines, firsts)
                 assert fleet.requests_on(fleet.b) > on_b, "no stream went to replica B"
                 fleet.b.triton.process.terminate()
                 seen = await asyncio.to_thread(wait_until, lambda: _replica_state(fleet, fleet.b) != "ready", 3, 0.1)
