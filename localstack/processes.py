@@ -155,3 +155,29 @@ def wait_until(
         elif unless.wait(interval_s):
             return False
     return False
+
+
+# Inherited by every process a stack starts (Triton, stubs, engines, gateways), so that strays can be found.
+RUN_MARKER = "LOCALSTACK_RUN_DIR"
+
+
+def _carries_marker(pid: int, marker: bytes) -> bool:
+    """Reads the environment block whole: vLLM renames its processes (setproctitle), which blanks the block's
+    first entries, and psutil's `environ()` stops at the first blank one, so it sees no variable at all."""
+    try:
+        return marker in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:  # gone meanwhile, or not ours to read
+        return False
+
+
+def stray_processes(run_dir: Path) -> list[str]:
+    """Processes started by the stack in `run_dir` that are still alive (Triton, stubs, vLLM engines)."""
+    marker = f"{RUN_MARKER}={run_dir}".encode()
+    found = []
+    for process in psutil.process_iter(["pid", "name"]):
+        try:
+            if _carries_marker(process.pid, marker):
+                found.append(f"{process.pid}: {' '.join(process.cmdline())[:120]}")
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue
+    return found

@@ -31,10 +31,9 @@ from localstack.paths import (
 )
 from localstack.net import free_port, http_ok
 from localstack.placement import engine_layout, keep_off_compute_cores
-from localstack.processes import Service, SignalFlag, wait_until
+from localstack.processes import RUN_MARKER, Service, SignalFlag, stray_processes, wait_until
 
 
-RUN_MARKER = "LOCALSTACK_RUN_DIR"
 REPLICA_PORT_STEP = 100
 
 # A virtual environment whose vLLM the backend's stub runs instead of the project's (make test-compat).
@@ -69,28 +68,6 @@ def python_backend_args(shm_prefix: str) -> list[str]:
         f"--backend-config=python,shm-region-prefix-name={shm_prefix}",
         f"--backend-config=python,thread-pool-size={PYTHON_BACKEND_THREADS}",
     ]
-
-
-def _carries_marker(pid: int, marker: bytes) -> bool:
-    """Reads the environment block whole: vLLM renames its processes (setproctitle), which blanks the block's
-    first entries, and psutil's `environ()` stops at the first blank one, so it sees no variable at all."""
-    try:
-        return marker in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
-    except OSError:  # gone meanwhile, or not ours to read
-        return False
-
-
-def stray_processes(run_dir: Path) -> list[str]:
-    """Processes started by the stack in `run_dir` that are still alive (Triton, stubs, vLLM engines)."""
-    marker = f"{RUN_MARKER}={run_dir}".encode()
-    found = []
-    for process in psutil.process_iter(["pid", "name"]):
-        try:
-            if _carries_marker(process.pid, marker):
-                found.append(f"{process.pid}: {' '.join(process.cmdline())[:120]}")
-        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
-            continue
-    return found
 
 
 class StackError(RuntimeError):
