@@ -11,7 +11,7 @@ from typing import Any
 from localstack.net import http_ok
 from localstack.model_repo import ENGINE_MEMORY_SHARE, cpu_engine_args
 from localstack.paths import DEFAULT_MODEL_NAME
-from localstack.processes import Service, wait_until
+from localstack.processes import ENGINE_SESSION_NICE, Service, wait_until
 
 
 class VllmServeError(RuntimeError):
@@ -84,7 +84,7 @@ class VllmServer:
 
     def start(self, timeout_s: float = 900.0) -> "VllmServer":
         argv = serve_argv(self.model_dir, self.port, self.served_name, self.memory_share, self.overrides)
-        self.service = Service("vllm-serve", argv, _env(), self.log_path)
+        self.service = Service("vllm-serve", argv, _env(), self.log_path, session_nice=ENGINE_SESSION_NICE)
         if not wait_until(lambda: http_ok(f"{self.url}/health"), timeout_s, 1.0, self.service):
             tail = self.service.log_tail()
             self.stop()

@@ -31,7 +31,7 @@ from localstack.paths import (
 )
 from localstack.net import free_port, http_ok
 from localstack.placement import engine_layout, keep_off_compute_cores
-from localstack.processes import RUN_MARKER, Service, SignalFlag, stray_processes, wait_until
+from localstack.processes import ENGINE_SESSION_NICE, RUN_MARKER, Service, SignalFlag, stray_processes, wait_until
 
 
 REPLICA_PORT_STEP = 100
@@ -227,7 +227,7 @@ class LocalStack:
             *(f"--load-model={model}" for model in models),
             "--log-verbose=0",
         ]
-        return Service(name, argv, self._triton_env(), cfg.run_dir / "triton.log")
+        return Service(name, argv, self._triton_env(), cfg.run_dir / "triton.log", session_nice=ENGINE_SESSION_NICE)
 
     def wait_triton_ready(self) -> None:
         urls = [f"{self.triton_http_url}/v2/models/{name}/ready" for name in self.served_models()]
