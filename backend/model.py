@@ -43,7 +43,7 @@ from vllm_backend.lora import LoraError, lora_table, resolve_lora  # noqa: E402
 from vllm_backend.metrics import COUNTER, GAUGE, FamilySpec, MetricsSink, family_specs  # noqa: E402
 from vllm_backend.metrics import stat_logger_factory  # noqa: E402
 from vllm_backend.outbox import Outbox  # noqa: E402
-from vllm_backend.outputs import OutputOptions, ResponseArrays  # noqa: E402
+from vllm_backend.outputs import OutputOptions, ResponseArrays, implied_sampling  # noqa: E402
 from vllm_backend.params import BackendParams  # noqa: E402
 from vllm_backend.reaper import Reaper  # noqa: E402
 from vllm_backend.relay import Pacer, relay  # noqa: E402
@@ -309,22 +309,18 @@ class TritonPythonModel:
         exclude = scalar(request, "exclude_input_in_output")
         if stream and exclude is not None and not bool(exclude):
             raise RequestError("streaming requires exclude_input_in_output to be true")
-        raw = scalar(request, "sampling_parameters")
-        sampling = sampling_from_json(raw, request.parameters(), stream)
-        lora = resolve_lora(sampling.lora_name, self.lora)
-        self._check_length(len(prompt_ids), sampling.params.max_tokens)
         flags = {name: flag(request, name) for name in (*OPTIONAL_OUTPUTS, SPARSE_OUTPUTS)}
-        prepend = not stream and not (exclude is not None and bool(exclude))
-        params = sampling.params
         first_token = self._first_token(flags, prompt_ids)
-        options = OutputOptions.from_flags(
-            params.n, prompt if prepend else "", flags, params.logprobs, params.prompt_logprobs, first_token
-        )
+        raw = scalar(request, "sampling_parameters")
+        sampling = sampling_from_json(raw, request.parameters(), stream, implied_sampling(flags))
+        lora = resolve_lora(sampling.lora_name, self.lora)
+        params = sampling.params
+        self._check_length(len(prompt_ids), params.max_tokens)
+        prepend = not stream and not (exclude is not None and bool(exclude))
+        options = OutputOptions.from_flags(params.n, prompt if prepend else "", flags, params.logprobs, first_token)
         if options.logprobs_to_ask is not None:
             params.logprobs = options.logprobs_to_ask
-        if options.prompt_logprobs_to_ask is not None:
-            params.prompt_logprobs = options.prompt_logprobs_to_ask
-        return engine_prompt, sampling.params, lora, options
+        return engine_prompt, params, lora, options
 
     async def _generate(self, request: Any) -> None:
         sender = request.get_response_sender()

@@ -21,8 +21,6 @@ class OutputOptions:
     sparse: bool = False  # intermediate streamed responses carry only outputs with news
     # vLLM was asked for the sampled tokens' logprobs only to compute the cumulative logprob: not an output.
     implicit_logprobs: bool = False
-    # The prompt's logprobs were asked for without a number of alternatives (`prompt_logprobs` unset).
-    implicit_prompt_logprobs: bool = False
     # The first prompt token's text: vLLM gives that token no logprobs (nothing precedes it), so no text either.
     first_prompt_token: str = ""
 
@@ -33,7 +31,6 @@ class OutputOptions:
         prefix: str,
         flags: dict[str, bool],
         logprobs: int | None = None,
-        prompt_logprobs: int | None = None,
         first_prompt_token: str = "",
     ) -> "OutputOptions":
         wanted = frozenset(output for flag, output in OPTIONAL_OUTPUTS.items() if flags.get(flag))
@@ -43,7 +40,6 @@ class OutputOptions:
             wanted=wanted,
             sparse=bool(flags.get(SPARSE_OUTPUTS)),
             implicit_logprobs="cumulative_logprob" in wanted and logprobs is None,
-            implicit_prompt_logprobs="prompt_logprobs" in wanted and prompt_logprobs is None,
             first_prompt_token=first_prompt_token,
         )
 
@@ -53,11 +49,11 @@ class OutputOptions:
         cumulative logprob (it would read 0.0), so a request for it alone asks for the sampled tokens' (0)."""
         return 0 if self.implicit_logprobs else None
 
-    @property
-    def prompt_logprobs_to_ask(self) -> int | None:
-        """The prompt's logprobs asked for as an output only: vLLM computes them only when its `prompt_logprobs`
-        is set, so they are asked for the prompt tokens alone (0 alternatives)."""
-        return 0 if self.implicit_prompt_logprobs else None
+
+def implied_sampling(flags: dict[str, bool]) -> dict[str, Any]:
+    """Sampling parameters the asked-for outputs need, for the request to set where it leaves them unset: vLLM
+    computes the prompt's logprobs only with `prompt_logprobs` (0: the prompt tokens' own, no alternatives)."""
+    return {"prompt_logprobs": 0} if flags.get("return_prompt_logprobs") else {}
 
 
 def _entry(chosen: int, position: Any) -> dict[str, dict[str, Any]]:

@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from vllm_backend.outputs import OutputOptions, ResponseArrays
+from vllm_backend.outputs import OutputOptions, ResponseArrays, implied_sampling
 
 
 @dataclass
@@ -162,9 +162,7 @@ def test_prompt_logprobs_come_once_in_a_stream() -> None:
     assert sparse(RequestOutput("p", [4, 7, 2], [Completion(0, "", [], "length")]))["prompt_logprobs"].tolist() == [b"null"]
 
 
-def test_prompt_logprobs_are_asked_of_vllm_when_only_the_output_is_asked_for() -> None:
-    implicit = OutputOptions.from_flags(1, "", PROMPT)
-    assert implicit.prompt_logprobs_to_ask == 0  # the prompt tokens' own logprobs, no alternatives
-    assert OutputOptions.from_flags(1, "", PROMPT, prompt_logprobs=3).prompt_logprobs_to_ask is None
-    assert OutputOptions.from_flags(1, "", {}, prompt_logprobs=3).wanted == frozenset()  # computed, not returned
-    assert OutputOptions.from_flags(1, "", {}).prompt_logprobs_to_ask is None
+def test_prompt_logprobs_are_asked_of_vllm_only_with_their_output() -> None:
+    assert implied_sampling(PROMPT) == {"prompt_logprobs": 0}  # the prompt tokens' own logprobs, no alternatives
+    assert implied_sampling({"return_logprobs": True}) == {}
+    assert OutputOptions.from_flags(1, "", {}).wanted == frozenset()  # prompt logprobs in the sampling: not returned
