@@ -55,10 +55,14 @@ def _safe(value: float) -> float:
 
 
 def _completion_top(position: Position) -> dict[str, float] | None:
-    """A token without a logprob (the echoed prompt's first) has no alternatives either: null, as OpenAI's echo."""
-    if position.sampled.logprob is None:
+    """The chosen token (sampled, or the prompt's own) and the most likely ones: up to `logprobs` + 1 entries, as
+    OpenAI documents and vLLM's server does. A token without a logprob (the echoed prompt's first) has no
+    alternatives either: null, as OpenAI's echo."""
+    chosen = position.sampled
+    if chosen.logprob is None:
         return None
-    return {t.token: _safe(t.logprob) for t in position.top if t.logprob is not None}
+    top = {t.token: _safe(t.logprob) for t in position.top if t.logprob is not None}
+    return {chosen.token: _safe(chosen.logprob), **top}
 
 
 def completion_logprobs(positions: list[Position], text_offset: int) -> dict[str, Any]:

@@ -89,7 +89,7 @@ def test_a_stream_sends_the_prompts_logprobs_with_the_echo_then_the_tokens() -> 
     assert head["logprobs"] == {
         "tokens": ["Hi", " there", "!"],
         "token_logprobs": [None, -2.5, -0.25],
-        "top_logprobs": [None, {",": -0.5}, {"!": -0.25}],
+        "top_logprobs": [None, {" there": -2.5, ",": -0.5}, {"!": -0.25}],  # the prompt token outside the top 1
         "text_offset": [0, 2, 8],
     }
     assert tail["logprobs"]["text_offset"] == [9]
@@ -101,8 +101,8 @@ def test_a_whole_response_lists_the_prompt_then_the_tokens_for_every_choice_of_e
     render = CompletionRender(_request(prompt=["Hi there", "Hi there"], n=2), "c", 1)
     acc = ChoiceAccumulator(4, top_logprobs=1)
     for offset in (0, 2):
-        chunk = GenerateChunk(["!", "?"], ["length", "length"], 2, [1, 1], final=True,
-                              logprobs=[_generated("!", -0.25), _generated("?", -0.75)], prompt_logprobs=PROMPT)  # fmt: skip
+        generated = [_generated("!", -0.25), _generated("?", -0.75)]
+        chunk = GenerateChunk(["!", "?"], ["length", "length"], 2, [1, 1], True, logprobs=generated, prompt_logprobs=PROMPT)
         acc.add(chunk, offset=offset)
     choices = render.response(acc)["choices"]
     assert [c["text"] for c in choices] == ["Hi there!", "Hi there?"] * 2
