@@ -102,7 +102,7 @@ def test_a_whole_response_lists_the_prompt_then_the_tokens_for_every_choice_of_e
     acc = ChoiceAccumulator(4, top_logprobs=1)
     for offset in (0, 2):
         generated = [_generated("!", -0.25), _generated("?", -0.75)]
-        chunk = GenerateChunk(["!", "?"], ["length", "length"], 2, [1, 1], True, logprobs=generated, prompt_logprobs=PROMPT)
+        chunk = GenerateChunk(["!", "?"], ["length"] * 2, 2, [1, 1], True, logprobs=generated, prompt_logprobs=PROMPT)
         acc.add(chunk, offset=offset)
     choices = render.response(acc)["choices"]
     assert [c["text"] for c in choices] == ["Hi there!", "Hi there?"] * 2
