@@ -59,7 +59,8 @@ def _check(text: str, logprobs: dict[str, list[Any]], usage: dict[str, int], gen
         assert TOP <= len(top) <= TOP + 1  # the top ones, and the chosen token when it is not among them
         assert all(value <= 0 for value in top.values())
     assert logprobs["text_offset"] == [sum(map(len, tokens[:i])) for i in range(len(tokens))]
-    assert logprobs["text_offset"][prompt_tokens] == len(PROMPT)
+    if generated:
+        assert logprobs["text_offset"][prompt_tokens] == len(PROMPT)
 
 
 def test_a_whole_response_lists_the_prompts_logprobs_first(http: httpx.Client, model_name: str) -> None:
@@ -90,6 +91,7 @@ def test_max_tokens_0_with_echo_returns_the_prompt_alone(http: httpx.Client, mod
         reply = http.post("/completions", json=body)
         assert reply.status_code == 200, reply.text
         choices, usage = reply.json()["choices"], reply.json()["usage"]
+    assert usage["completion_tokens"] == 2  # the token each choice's engine run made, left out: vLLM counts it too
     for index in (0, 1):
         mine = [choice for choice in choices if choice["index"] == index]
         assert "".join(choice["text"] for choice in mine) == PROMPT
