@@ -88,11 +88,11 @@ class CompletionRender:
 
     def chunks(self, delta: ChoiceDelta) -> list[dict[str, Any]]:
         generated, positions = ("", []) if self.prompt_only else (delta.text, delta.logprobs)
+        prompt = delta.prompt_logprobs if self.echo_pending[delta.index] else []
         text = self._text(delta.index, generated)
         start = self.sent_chars[delta.index]
         self.sent_chars[delta.index] += len(text)
         echoed = len(text) - len(generated)
-        prompt = delta.prompt_logprobs if echoed else []
         choice = {
             "index": delta.index,
             "text": text,
