@@ -28,6 +28,7 @@ from vllm_backend.cancels import CancelWatch  # noqa: E402
 from vllm_backend.chat import ChatError, parse_messages, parse_template_kwargs, render_chat  # noqa: E402
 from vllm_backend.compat import (  # noqa: E402  the only module that imports vLLM
     CLIENT_ERRORS,
+    PROMPT_LOGPROBS,
     describe,
     engine_answers,
     engine_tokenizer,
@@ -42,7 +43,7 @@ from vllm_backend.lora import LoraError, lora_table, resolve_lora  # noqa: E402
 from vllm_backend.metrics import COUNTER, GAUGE, FamilySpec, MetricsSink, family_specs  # noqa: E402
 from vllm_backend.metrics import stat_logger_factory  # noqa: E402
 from vllm_backend.outbox import Outbox  # noqa: E402
-from vllm_backend.outputs import OutputOptions, ResponseArrays  # noqa: E402
+from vllm_backend.outputs import OutputOptions, ResponseArrays, implied_sampling  # noqa: E402
 from vllm_backend.params import BackendParams  # noqa: E402
 from vllm_backend.reaper import Reaper  # noqa: E402
 from vllm_backend.relay import Pacer, relay  # noqa: E402
@@ -285,6 +286,14 @@ class TritonPythonModel:
                 "completion). Please reduce the length of the prompt or the completion."
             )
 
+    def _first_token(self, flags: dict[str, bool], prompt_ids: list[int]) -> str:
+        """The first prompt token's text, when the prompt's logprobs are asked for (vLLM gives it none)."""
+        if not flags["return_prompt_logprobs"]:
+            return ""
+        if not PROMPT_LOGPROBS:
+            raise RequestError("this vLLM release cannot return the prompt's logprobs")
+        return self.tokenizer.decode(prompt_ids[:1])
+
     def _parse(self, request: Any) -> tuple[Any, Any, Any, OutputOptions]:
         """The engine prompt, sampling parameters, LoRA request and output options of one request."""
         prompt, prompt_ids = self._prompt(request)
@@ -300,16 +309,18 @@ class TritonPythonModel:
         exclude = scalar(request, "exclude_input_in_output")
         if stream and exclude is not None and not bool(exclude):
             raise RequestError("streaming requires exclude_input_in_output to be true")
-        raw = scalar(request, "sampling_parameters")
-        sampling = sampling_from_json(raw, request.parameters(), stream)
-        lora = resolve_lora(sampling.lora_name, self.lora)
-        self._check_length(len(prompt_ids), sampling.params.max_tokens)
         flags = {name: flag(request, name) for name in (*OPTIONAL_OUTPUTS, SPARSE_OUTPUTS)}
+        first_token = self._first_token(flags, prompt_ids)
+        raw = scalar(request, "sampling_parameters")
+        sampling = sampling_from_json(raw, request.parameters(), stream, implied_sampling(flags))
+        lora = resolve_lora(sampling.lora_name, self.lora)
+        params = sampling.params
+        self._check_length(len(prompt_ids), params.max_tokens)
         prepend = not stream and not (exclude is not None and bool(exclude))
-        options = OutputOptions.from_flags(sampling.params.n, prompt if prepend else "", flags, sampling.params.logprobs)
+        options = OutputOptions.from_flags(params.n, prompt if prepend else "", flags, params.logprobs, first_token)
         if options.logprobs_to_ask is not None:
-            sampling.params.logprobs = options.logprobs_to_ask
-        return engine_prompt, sampling.params, lora, options
+            params.logprobs = options.logprobs_to_ask
+        return engine_prompt, params, lora, options
 
     async def _generate(self, request: Any) -> None:
         sender = request.get_response_sender()

@@ -69,7 +69,7 @@ class CompletionRequest(SamplingFields):
     prompt: str | list[str] | list[Annotated[int, Field(ge=0, lt=2**31)]] | list[
         Annotated[list[Annotated[int, Field(ge=0, lt=2**31)]], Field(min_length=1)]
     ] = Field(...)
-    max_tokens: PositiveInt | None = 16
+    max_tokens: NonNegativeInt64 | None = 16  # 0 only with `echo` (the prompt alone), as vLLM's server allows
     logprobs: int | None = Field(None, ge=0, le=20)
     echo: bool = False
     suffix: str | None = None

@@ -16,7 +16,12 @@ non-streamed objects "share the same shape". That schema, however, makes ``choic
 enum and ``usage`` a non-null object, while a stream necessarily sends ``finish_reason: null`` before the last
 token and ``usage: null`` with ``stream_options.include_usage`` (as OpenAI does, and as the chat chunk schema
 allows). ``validate_completion_chunk`` therefore uses ``CreateCompletionResponse`` with exactly those two fields
-made nullable, mirroring ``CreateChatCompletionStreamResponse``; nothing else is relaxed.
+made nullable, mirroring ``CreateChatCompletionStreamResponse``.
+
+Completion logprobs with ``echo``: the spec types ``token_logprobs`` items as numbers and ``top_logprobs`` items as
+objects, yet the first echoed prompt token has no logprob (nothing precedes it), and OpenAI's own API, as vLLM's
+server, sends ``null`` in both lists there. Those two item schemas are made nullable, in every completion schema;
+nothing else is relaxed.
 """
 
 from __future__ import annotations
@@ -55,6 +60,14 @@ def _rewrite_nullable(node: Any) -> Any:
     return _nullable(out) if node.get("nullable") is True else out
 
 
+def _allow_echoed_first_token(response: dict[str, Any]) -> None:
+    """Null items in ``token_logprobs`` and ``top_logprobs`` (see the module docstring)."""
+    logprobs = response["properties"]["choices"]["items"]["properties"]["logprobs"]
+    lists = next(option for option in logprobs["anyOf"] if option.get("type") == "object")["properties"]
+    for name in ("token_logprobs", "top_logprobs"):
+        lists[name]["items"] = _nullable(lists[name]["items"])
+
+
 def _completion_chunk_schema(response: dict[str, Any]) -> dict[str, Any]:
     chunk = copy.deepcopy(response)
     chunk["description"] = "Derived by tests/openai_spec.py: CreateCompletionResponse as a stream chunk."
@@ -71,6 +84,7 @@ def _spec() -> tuple[dict[str, Any], Registry]:
     with SPEC_PATH.open("rb") as handle:
         document = _rewrite_nullable(yaml.load(handle, Loader=loader))
     schemas = document["components"]["schemas"]
+    _allow_echoed_first_token(schemas["CreateCompletionResponse"])
     schemas[COMPLETION_CHUNK_SCHEMA] = _completion_chunk_schema(schemas["CreateCompletionResponse"])
     registry = Registry().with_resource(_BASE_URI, DRAFT202012.create_resource(document))
     return document, registry

@@ -119,6 +119,9 @@ _client_error = _get("vllm.exceptions.VLLMClientError") if chosen("client_error"
 # Errors caused by the request itself; older releases raise ValueError only.
 CLIENT_ERRORS: tuple[type[Exception], ...] = (ValueError, TypeError) + ((_client_error,) if _client_error else ())
 
+# Whether the engine can return the prompt's logprobs (the `return_prompt_logprobs` input is refused otherwise).
+PROMPT_LOGPROBS = chosen("prompt_logprobs") is not None
+
 ITL_FIELD = chosen("itl_field") or "inter_token_latencies_iter"
 KV_USAGE_FIELD = chosen("kv_usage_field") or "kv_cache_usage"
 

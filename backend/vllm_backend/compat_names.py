@@ -131,6 +131,18 @@ FEATURES: tuple[Feature, ...] = (
         doc="the sampling field and class of structured outputs",
     ),
     Feature(
+        "prompt_logprobs",
+        (
+            Alternative("prompt_logprobs", (
+                _n("vllm.sampling_params.SamplingParams", "prompt_logprobs"),
+                _n("vllm.outputs.RequestOutput", "prompt_logprobs"),
+            )),
+            Alternative("none"),
+        ),
+        required=False,
+        doc="the prompt's logprobs, asked in the sampling parameters and read from the request's output",
+    ),
+    Feature(
         "lora",
         (
             Alternative("LoRARequest", (

@@ -29,6 +29,8 @@ INPUTS: list[dict[str, Any]] = [
     {"name": "chat_template_kwargs", "data_type": "TYPE_STRING", "dims": [1], "optional": True},
     # Ours: intermediate streamed responses leave out the additional outputs that carry no news.
     {"name": "sparse_outputs", "data_type": "TYPE_BOOL", "dims": [1], "optional": True},
+    # Ours: the prompt's own logprobs (OpenAI's completions with `echo` and `logprobs` list them first).
+    {"name": "return_prompt_logprobs", "data_type": "TYPE_BOOL", "dims": [1], "optional": True},
 ]
 
 OUTPUTS: list[dict[str, Any]] = [
@@ -38,6 +40,8 @@ OUTPUTS: list[dict[str, Any]] = [
     {"name": "logprobs", "data_type": "TYPE_STRING", "dims": [-1]},
     {"name": "num_input_tokens", "data_type": "TYPE_UINT32", "dims": [1]},
     {"name": "num_output_tokens", "data_type": "TYPE_UINT32", "dims": [-1]},
+    # Ours: one JSON list for the request (its sequences share the prompt), in the first response that has it.
+    {"name": "prompt_logprobs", "data_type": "TYPE_STRING", "dims": [1]},
 ]
 
 # Additional outputs, each sent only when its `return_*` input is true.
@@ -47,6 +51,7 @@ OPTIONAL_OUTPUTS = {
     "return_logprobs": "logprobs",
     "return_num_input_tokens": "num_input_tokens",
     "return_num_output_tokens": "num_output_tokens",
+    "return_prompt_logprobs": "prompt_logprobs",
 }
 SPARSE_OUTPUTS = "sparse_outputs"
 

@@ -21,12 +21,27 @@ class OutputOptions:
     sparse: bool = False  # intermediate streamed responses carry only outputs with news
     # vLLM was asked for the sampled tokens' logprobs only to compute the cumulative logprob: not an output.
     implicit_logprobs: bool = False
+    # The first prompt token's text: vLLM gives that token no logprobs (nothing precedes it), so no text either.
+    first_prompt_token: str = ""
 
     @classmethod
-    def from_flags(cls, n: int, prefix: str, flags: dict[str, bool], logprobs: int | None = None) -> "OutputOptions":
+    def from_flags(
+        cls,
+        n: int,
+        prefix: str,
+        flags: dict[str, bool],
+        logprobs: int | None = None,
+        first_prompt_token: str = "",
+    ) -> "OutputOptions":
         wanted = frozenset(output for flag, output in OPTIONAL_OUTPUTS.items() if flags.get(flag))
-        implicit = "cumulative_logprob" in wanted and logprobs is None
-        return cls(n=n, prefix=prefix, wanted=wanted, sparse=bool(flags.get(SPARSE_OUTPUTS)), implicit_logprobs=implicit)
+        return cls(
+            n=n,
+            prefix=prefix,
+            wanted=wanted,
+            sparse=bool(flags.get(SPARSE_OUTPUTS)),
+            implicit_logprobs="cumulative_logprob" in wanted and logprobs is None,
+            first_prompt_token=first_prompt_token,
+        )
 
     @property
     def logprobs_to_ask(self) -> int | None:
@@ -35,24 +50,44 @@ class OutputOptions:
         return 0 if self.implicit_logprobs else None
 
 
+def implied_sampling(flags: dict[str, bool]) -> dict[str, Any]:
+    """Sampling parameters the asked-for outputs need, for the request to set where it leaves them unset: vLLM
+    computes the prompt's logprobs only with `prompt_logprobs` (0: the prompt tokens' own, no alternatives)."""
+    return {"prompt_logprobs": 0} if flags.get("return_prompt_logprobs") else {}
+
+
+def _entry(chosen: int, position: Any) -> dict[str, dict[str, Any]]:
+    """One position's logprobs, the chosen token (sampled, or the prompt's own) first, so clients can tell it
+    from the alternatives."""
+    order = [chosen, *(token_id for token_id in position if token_id != chosen)]
+    return {
+        str(token_id): {
+            "logprob": position[token_id].logprob,
+            "rank": position[token_id].rank,
+            "decoded_token": position[token_id].decoded_token,
+        }
+        for token_id in order
+        if token_id in position
+    }
+
+
 def _logprobs_json(output: Any) -> str:
-    """One entry per new token. The sampled token comes first, so clients can tell it from the alternatives."""
+    """One entry per new token."""
     if output.logprobs is None:
         return "null"
+    return json.dumps([_entry(sampled, position) for sampled, position in zip(output.token_ids, output.logprobs)])
+
+
+def _prompt_logprobs_json(request_output: Any, first_token: str) -> str:
+    """One entry per prompt token. The first has none in vLLM (None, or empty in its flat form): its entry gives
+    the token with a null logprob and rank, as OpenAI's echo lists it."""
     entries = []
-    for sampled, position in zip(output.token_ids, output.logprobs):
-        order = [sampled, *(token_id for token_id in position if token_id != sampled)]
-        entries.append(
-            {
-                str(token_id): {
-                    "logprob": position[token_id].logprob,
-                    "rank": position[token_id].rank,
-                    "decoded_token": position[token_id].decoded_token,
-                }
-                for token_id in order
-                if token_id in position
-            }
-        )
+    for i, (token_id, position) in enumerate(zip(request_output.prompt_token_ids, request_output.prompt_logprobs)):
+        if position:
+            entries.append(_entry(token_id, position))
+        else:
+            text = first_token if i == 0 else None
+            entries.append({str(token_id): {"logprob": None, "rank": None, "decoded_token": text}})
     return json.dumps(entries)
 
 
@@ -67,6 +102,15 @@ class ResponseArrays:
     def __init__(self, options: OutputOptions) -> None:
         self.options = options
         self._uncounted = [0] * options.n  # output tokens generated since the last response that counted them
+        self._prompt_logprobs_sent = False
+
+    def _prompt_logprobs(self, request_output: Any) -> str:
+        """The prompt's logprobs once, in the first response whose output has them (vLLM's first streamed
+        output, or its only one), "null" in the others."""
+        if self._prompt_logprobs_sent or not request_output.prompt_logprobs:
+            return "null"
+        self._prompt_logprobs_sent = True
+        return _prompt_logprobs_json(request_output, self.options.first_prompt_token)
 
     def __call__(self, request_output: Any) -> dict[str, np.ndarray]:
         options = self.options
@@ -94,6 +138,10 @@ class ResponseArrays:
             arrays["cumulative_logprob"] = np.array(cumulative, dtype=np.float32)
         if "logprobs" in wanted:
             arrays["logprobs"] = np.array([lp.encode() for lp in logprobs], dtype=np.object_)
+        if "prompt_logprobs" in wanted:
+            prompt = self._prompt_logprobs(request_output)
+            if not (held_back and prompt == "null"):
+                arrays["prompt_logprobs"] = np.array([prompt.encode()], dtype=np.object_)
         if held_back:
             return arrays
         if "num_input_tokens" in wanted:

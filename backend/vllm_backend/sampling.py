@@ -8,7 +8,9 @@ can wedge the engine; here every field is converted (strings such as "0.1",
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 import msgspec
@@ -20,6 +22,7 @@ _LORA_KEY = "lora_name"
 # Fields the backend owns: a client may not set them.
 _RESERVED = {"output_kind"}
 _FIELDS = set(SamplingParams.__struct_fields__) - _RESERVED
+_NOTHING: Mapping[str, Any] = MappingProxyType({})
 
 
 class SamplingError(ValueError):
@@ -52,9 +55,14 @@ def _structured_outputs(raw: Any) -> Any:
         raise SamplingError(f"structured_outputs: {exc}") from None
 
 
-def parse_sampling(raw: dict[str, Any], stream: bool) -> ParsedSampling:
-    """Build SamplingParams from a JSON object of SamplingParams fields."""
+def parse_sampling(raw: dict[str, Any], stream: bool, implied: Mapping[str, Any] = _NOTHING) -> ParsedSampling:
+    """Build SamplingParams from a JSON object of SamplingParams fields. `implied` fills fields the request leaves
+    unset before SamplingParams is built, since it derives others from them then (with `prompt_logprobs`, vLLM
+    skips reading the prefix cache, whose tokens would get no logprobs)."""
     fields = dict(raw)
+    for key, value in implied.items():
+        if fields.get(key) is None:
+            fields[key] = value
     lora_name = fields.pop(_LORA_KEY, None)
     structured = None
     for key in _STRUCTURED_KEYS:
@@ -75,8 +83,10 @@ def parse_sampling(raw: dict[str, Any], stream: bool) -> ParsedSampling:
     return ParsedSampling(params=params, lora_name=str(lora_name) if lora_name is not None else None)
 
 
-def sampling_from_json(raw: str | bytes | None, fallback: str | None, stream: bool) -> ParsedSampling:
+def sampling_from_json(
+    raw: str | bytes | None, fallback: str | None, stream: bool, implied: Mapping[str, Any] = _NOTHING
+) -> ParsedSampling:
     """The tensor wins; without it, the request's Triton parameters are the sampling parameters."""
     if raw is not None:
-        return parse_sampling(_loads_object(raw, "sampling_parameters"), stream)
-    return parse_sampling(_loads_object(fallback or "{}", "request parameters"), stream)
+        return parse_sampling(_loads_object(raw, "sampling_parameters"), stream, implied)
+    return parse_sampling(_loads_object(fallback or "{}", "request parameters"), stream, implied)

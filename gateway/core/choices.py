@@ -14,6 +14,7 @@ class ChoiceDelta:
     text: str
     finish_reason: str | None
     logprobs: list[Position] = field(default_factory=list)
+    prompt_logprobs: list[Position] = field(default_factory=list)  # in the choice's first delta after they came
 
 
 class ChoiceAccumulator:
@@ -25,6 +26,8 @@ class ChoiceAccumulator:
         self.n = n
         self.top_logprobs = top_logprobs
         self.logprobs: list[list[Position]] = [[] for _ in range(n)]
+        self.prompt_logprobs: list[list[Position]] = [[] for _ in range(n)]  # each choice's prompt, when asked for
+        self._prompt_logprobs_undelivered: set[int] = set()
         self._parts: list[list[str]] = [[] for _ in range(n)]  # joined once at the end, not per token
         self.finish_reasons: list[str | None] = [None] * n
         self.prompt_tokens_by_offset: dict[int, int] = {}
@@ -42,6 +45,8 @@ class ChoiceAccumulator:
         if chunk.num_input_tokens is not None:
             self.prompt_tokens_by_offset[offset] = chunk.num_input_tokens
         self.completion_tokens += sum(chunk.num_output_tokens)
+        if chunk.prompt_logprobs is not None and self.top_logprobs is not None:
+            self._add_prompt_logprobs(parse_positions(chunk.prompt_logprobs, self.top_logprobs), offset, chunk)
         deltas = []
         for j, text in enumerate(chunk.texts[: self.n - offset]):
             i = offset + j
@@ -54,9 +59,23 @@ class ChoiceAccumulator:
                 self._parts[i].append(text)
             if reason is not None:
                 self.finish_reasons[i] = reason
-            if text or reason is not None or positions:  # a token may decode to no text yet
-                deltas.append(ChoiceDelta(i, text, reason, positions))
+            prompt = self._take_prompt_logprobs(i) if self._prompt_logprobs_undelivered else []
+            if text or reason is not None or positions or prompt:  # a token may decode to no text yet
+                deltas.append(ChoiceDelta(i, text, reason, positions, prompt))
         return deltas
+
+    def _add_prompt_logprobs(self, positions: list[Position], offset: int, chunk: GenerateChunk) -> None:
+        """A generation's prompt is the prompt of each of its choices (the backend sends every sequence's text)."""
+        for i in range(offset, min(offset + len(chunk.texts), self.n)):
+            self.prompt_logprobs[i] = positions
+            self._prompt_logprobs_undelivered.add(i)
+
+    def _take_prompt_logprobs(self, index: int) -> list[Position]:
+        """The choice's prompt logprobs the first time it has a delta after they came, then nothing."""
+        if index not in self._prompt_logprobs_undelivered:
+            return []
+        self._prompt_logprobs_undelivered.discard(index)
+        return self.prompt_logprobs[index]
 
 
 def usage(prompt_tokens: int, completion_tokens: int) -> dict[str, int]:

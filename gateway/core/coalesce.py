@@ -2,7 +2,8 @@
 
 When the gateway's writer falls behind its gRPC reader (a busy event loop, a slow client), what has
 piled up for a stream goes out as one SSE event per choice instead of one per response: texts
-concatenated, token counts summed, logprobs appended, the latest finish reason and the final flag kept.
+concatenated, token counts summed, logprobs appended, the latest finish reason and the final flag kept (and the
+prompt's logprobs, which only a generation's first response carries).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ def merge_chunks(chunks: list[GenerateChunk]) -> GenerateChunk:
     if len(chunks) == 1:
         return chunks[0]
     input_tokens = [chunk.num_input_tokens for chunk in chunks if chunk.num_input_tokens is not None]
+    prompt_logprobs = [chunk.prompt_logprobs for chunk in chunks if chunk.prompt_logprobs is not None]
     return GenerateChunk(
         texts=["".join(texts) for texts in _per_sequence(chunks, "texts")],
         finish_reasons=[_latest_reason(reasons) for reasons in _per_sequence(chunks, "finish_reasons")],
@@ -46,4 +48,5 @@ def merge_chunks(chunks: list[GenerateChunk]) -> GenerateChunk:
         final=chunks[-1].final,
         request_id=next((chunk.request_id for chunk in chunks if chunk.request_id), ""),
         logprobs=[_join_json_lists(parts) for parts in _per_sequence(chunks, "logprobs")],
+        prompt_logprobs=prompt_logprobs[0] if prompt_logprobs else None,
     )

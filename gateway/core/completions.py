@@ -34,9 +34,14 @@ def to_generate_requests(request: CompletionRequest, model: str, request_id: str
     prompts = prompts_of(request)
     if request.echo and any(not isinstance(p, str) for p in prompts):
         raise bad_request("echo needs text prompts.", "echo")
-    sampling = sampling_parameters(request, request.max_tokens)
+    if request.max_tokens == 0 and not request.echo:
+        raise bad_request("max_tokens must be at least 1, got 0 (0 is for echo: the prompt alone).", "max_tokens")
+    # With echo, max_tokens 0 asks for the prompt alone: the engine still generates one token, left out.
+    sampling = sampling_parameters(request, 1 if request.max_tokens == 0 else request.max_tokens)
     if request.logprobs is not None:
         sampling["logprobs"] = request.logprobs
+        if request.echo:  # the echoed prompt comes with its logprobs, as many alternatives per token
+            sampling["prompt_logprobs"] = request.logprobs
     return [
         GenerateRequest(
             model=model,
@@ -52,7 +57,11 @@ def to_generate_requests(request: CompletionRequest, model: str, request_id: str
 
 
 class CompletionRender:
-    """Renders one completion's objects and stream chunks; the id and created time stay fixed."""
+    """Renders one completion's objects and stream chunks; the id and created time stay fixed.
+
+    With `echo`, each choice's text starts with its prompt and its logprobs with the prompt's (the first prompt
+    token's logprob null), `text_offset` counting from the prompt's start; `max_tokens` 0 leaves the prompt
+    alone, without the token the engine generated."""
 
     def __init__(self, request: CompletionRequest, response_id: str, created: int) -> None:
         self.request = request
@@ -60,6 +69,7 @@ class CompletionRender:
         self.prompts = prompts_of(request)
         self.echo_pending = [request.echo] * (request.n * len(self.prompts))
         self.sent_chars = [0] * len(self.echo_pending)  # where the next streamed token starts, for text_offset
+        self.prompt_only = request.echo and request.max_tokens == 0
 
     def _text(self, index: int, text: str) -> str:
         if self.echo_pending[index]:
@@ -67,17 +77,26 @@ class CompletionRender:
             return str(self.prompts[index // self.request.n]) + text
         return text
 
-    def _logprobs(self, positions: list[Position], text_offset: int) -> dict[str, Any] | None:
-        return completion_logprobs(positions, text_offset) if self.request.logprobs is not None else None
+    def _logprobs(
+        self, prompt: list[Position], generated: list[Position], text_offset: int, echoed: int
+    ) -> dict[str, Any] | None:
+        """`echoed`: the characters of prompt text in front of the generated text; without the prompt's logprobs
+        (a backend that does not return them) the first offset skips them."""
+        if self.request.logprobs is None:
+            return None
+        return completion_logprobs(prompt + generated, text_offset + (0 if prompt else echoed))
 
     def chunks(self, delta: ChoiceDelta) -> list[dict[str, Any]]:
-        text = self._text(delta.index, delta.text)
-        start = self.sent_chars[delta.index] + len(text) - len(delta.text)
+        generated, positions = ("", []) if self.prompt_only else (delta.text, delta.logprobs)
+        prompt = delta.prompt_logprobs if self.echo_pending[delta.index] else []
+        text = self._text(delta.index, generated)
+        start = self.sent_chars[delta.index]
         self.sent_chars[delta.index] += len(text)
+        echoed = len(text) - len(generated)
         choice = {
             "index": delta.index,
             "text": text,
-            "logprobs": self._logprobs(delta.logprobs, start),
+            "logprobs": self._logprobs(prompt, positions, start, echoed),
             "finish_reason": delta.finish_reason,
         }
         chunk = {**self.base, "choices": [choice]}
@@ -91,12 +110,14 @@ class CompletionRender:
     def response(self, acc: ChoiceAccumulator) -> dict[str, Any]:
         choices = []
         for i, text in enumerate(acc.texts):
-            full = self._text(i, text)
+            generated, positions = ("", []) if self.prompt_only else (text, acc.logprobs[i])
+            full = self._text(i, generated)
+            prompt = acc.prompt_logprobs[i] if self.request.echo else []
             choices.append(
                 {
                     "index": i,
                     "text": full,
-                    "logprobs": self._logprobs(acc.logprobs[i], len(full) - len(text)),
+                    "logprobs": self._logprobs(prompt, positions, 0, len(full) - len(generated)),
                     "finish_reason": acc.finish_reasons[i] or "stop",
                 }
             )

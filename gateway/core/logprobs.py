@@ -2,7 +2,9 @@
 
 The backend sends, per sequence, a JSON list with one entry per new token:
 `{token_id: {"logprob", "rank", "decoded_token"}}`, the sampled token first,
-then the most likely tokens.
+then the most likely tokens. The prompt's logprobs come in the same form, the
+prompt's own token first; the first prompt token has a null logprob (nothing
+precedes it to predict it).
 """
 
 from __future__ import annotations
@@ -15,16 +17,20 @@ from typing import Any
 @dataclass(frozen=True)
 class TokenLogprob:
     token: str
-    logprob: float
+    logprob: float | None  # None: the prompt's first token, which nothing predicts
     rank: int
 
 
 @dataclass(frozen=True)
 class Position:
-    """One generated token: what was sampled and the most likely alternatives."""
+    """One token, generated or of the prompt: the token itself and the most likely alternatives."""
 
     sampled: TokenLogprob
     top: tuple[TokenLogprob, ...]
+
+
+def _number(value: Any) -> float | None:
+    return None if value is None else float(value)
 
 
 def parse_positions(raw: str | None, top_k: int) -> list[Position]:
@@ -33,7 +39,7 @@ def parse_positions(raw: str | None, top_k: int) -> list[Position]:
     positions = []
     for entry in json.loads(raw):
         tokens = [
-            TokenLogprob(info.get("decoded_token") or "", float(info["logprob"]), int(info.get("rank") or 0))
+            TokenLogprob(info.get("decoded_token") or "", _number(info.get("logprob")), int(info.get("rank") or 0))
             for info in entry.values()
         ]
         if not tokens:
@@ -48,6 +54,17 @@ def _safe(value: float) -> float:
     return max(value, -9999.0)
 
 
+def _completion_top(position: Position) -> dict[str, float] | None:
+    """The chosen token (sampled, or the prompt's own) and the most likely ones: up to `logprobs` + 1 entries, as
+    OpenAI documents and vLLM's server does. A token without a logprob (the echoed prompt's first) has no
+    alternatives either: null, as OpenAI's echo."""
+    chosen = position.sampled
+    if chosen.logprob is None:
+        return None
+    top = {t.token: _safe(t.logprob) for t in position.top if t.logprob is not None}
+    return {chosen.token: _safe(chosen.logprob), **top}
+
+
 def completion_logprobs(positions: list[Position], text_offset: int) -> dict[str, Any]:
     """The legacy completions format; `text_offset` is where the first token starts in the choice's text."""
     offsets, offset = [], text_offset
@@ -56,8 +73,8 @@ def completion_logprobs(positions: list[Position], text_offset: int) -> dict[str
         offset += len(position.sampled.token)
     return {
         "tokens": [p.sampled.token for p in positions],
-        "token_logprobs": [_safe(p.sampled.logprob) for p in positions],
-        "top_logprobs": [{t.token: _safe(t.logprob) for t in p.top} for p in positions],
+        "token_logprobs": [None if p.sampled.logprob is None else _safe(p.sampled.logprob) for p in positions],
+        "top_logprobs": [_completion_top(p) for p in positions],
         "text_offset": offsets,
     }
 

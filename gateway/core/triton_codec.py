@@ -63,6 +63,8 @@ def encode_request(request: GenerateRequest) -> pb.ModelInferRequest:
         _add_bool(message, flag, True)
     if "logprobs" in request.sampling:
         _add_bool(message, "return_logprobs", True)
+    if "prompt_logprobs" in request.sampling:
+        _add_bool(message, "return_prompt_logprobs", True)
     if request.stream and request.sparse_outputs:
         _add_bool(message, "sparse_outputs", True)
     _add_string(message, "sampling_parameters", json.dumps(request.sampling))
@@ -100,6 +102,7 @@ def decode_response(response: pb.ModelInferResponse) -> GenerateChunk:
             outputs[tensor.name] = decoder(raw)
     final_param = response.parameters.get("triton_final_response")
     input_tokens = outputs.get("num_input_tokens")
+    prompt_logprobs = outputs.get("prompt_logprobs")
     return GenerateChunk(
         outputs.get("text_output", []),
         outputs.get("finish_reason", []),
@@ -108,4 +111,5 @@ def decode_response(response: pb.ModelInferResponse) -> GenerateChunk:
         final_param is not None and final_param.bool_param,
         response.id,
         outputs.get("logprobs", []),
+        prompt_logprobs[0] if prompt_logprobs and prompt_logprobs[0] != "null" else None,
     )

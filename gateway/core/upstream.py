@@ -33,6 +33,7 @@ class GenerateChunk:
     final: bool = False
     request_id: str = ""  # the Triton request id the response answers
     logprobs: list[str] = field(default_factory=list)  # per sequence, the backend's JSON (see core.logprobs)
+    prompt_logprobs: str | None = None  # the prompt's, in the same JSON; in the generation's first response only
 
 
 def normalize_finish_reason(value: str | None) -> str | None:

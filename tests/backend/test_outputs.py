@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from vllm_backend.outputs import OutputOptions, ResponseArrays
+from vllm_backend.outputs import OutputOptions, ResponseArrays, implied_sampling
 
 
 @dataclass
@@ -31,6 +31,7 @@ class RequestOutput:
     prompt_token_ids: list[int]
     outputs: list[Completion] = field(default_factory=list)
     finished: bool = True
+    prompt_logprobs: list | None = None
 
 
 ALL = {
@@ -121,3 +122,47 @@ def test_a_cumulative_logprob_alone_asks_vllm_for_the_sampled_tokens_logprobs_bu
     asked = OutputOptions.from_flags(1, "", ALL, logprobs=0)
     assert not asked.implicit_logprobs and asked.logprobs_to_ask is None
     assert OutputOptions.from_flags(1, "", {}).logprobs_to_ask is None  # nothing asked, nothing computed
+
+
+PROMPT = {"return_prompt_logprobs": True}
+# vLLM's prompt logprobs of the prompt [4, 7, 2]: nothing for the first token, then each token with the top ones.
+PROMPT_LOGPROBS = [None, {3: Logprob(-0.2, 1, " b"), 7: Logprob(-1.5, 2, " a")}, {2: Logprob(-0.7, 1, "!")}]
+
+
+def test_prompt_logprobs_list_every_prompt_token_its_own_first_and_the_first_without_a_logprob() -> None:
+    options = OutputOptions.from_flags(1, "", PROMPT, first_prompt_token="Hi")
+    out = RequestOutput("Hi a!", [4, 7, 2], [Completion(0, "x", [5], "length")], prompt_logprobs=PROMPT_LOGPROBS)
+    arrays = ResponseArrays(options)(out)
+    assert sorted(arrays) == ["prompt_logprobs", "text_output"]
+    assert arrays["prompt_logprobs"].shape == (1,)  # one list for the request, whatever its n
+    entries = json.loads(arrays["prompt_logprobs"][0])
+    assert entries == [
+        {"4": {"logprob": None, "rank": None, "decoded_token": "Hi"}},
+        {
+            "7": {"logprob": -1.5, "rank": 2, "decoded_token": " a"},
+            "3": {"logprob": -0.2, "rank": 1, "decoded_token": " b"},
+        },
+        {"2": {"logprob": -0.7, "rank": 1, "decoded_token": "!"}},
+    ]
+    assert [next(iter(entry)) for entry in entries] == ["4", "7", "2"]  # the prompt's own token first
+    flat = RequestOutput("Hi a!", [4, 7, 2], [], prompt_logprobs=[{}, *PROMPT_LOGPROBS[1:]])  # vLLM's flat form
+    assert ResponseArrays(options)(flat)["prompt_logprobs"][0] == arrays["prompt_logprobs"][0]
+
+
+def test_prompt_logprobs_come_once_in_a_stream() -> None:
+    arrays = ResponseArrays(OutputOptions.from_flags(2, "", PROMPT, first_prompt_token="Hi"))
+    first = arrays(RequestOutput("p", [4, 7, 2], [Completion(0, "a", [5])], False, PROMPT_LOGPROBS))
+    assert len(json.loads(first["prompt_logprobs"][0])) == 3
+    # vLLM's collector keeps the first output's prompt logprobs when it merges the next ones: sent once all the same.
+    second = arrays(RequestOutput("p", [4, 7, 2], [Completion(1, "b", [6])], False, PROMPT_LOGPROBS))
+    assert second["prompt_logprobs"].tolist() == [b"null"]
+    sparse = ResponseArrays(OutputOptions.from_flags(1, "", {**PROMPT, "sparse_outputs": True}))
+    assert "prompt_logprobs" in sparse(RequestOutput("p", [4, 7, 2], [Completion(0, "a", [5])], False, PROMPT_LOGPROBS))
+    assert "prompt_logprobs" not in sparse(RequestOutput("p", [4, 7, 2], [Completion(0, "b", [6])], False, []))
+    assert sparse(RequestOutput("p", [4, 7, 2], [Completion(0, "", [], "length")]))["prompt_logprobs"].tolist() == [b"null"]
+
+
+def test_prompt_logprobs_are_asked_of_vllm_only_with_their_output() -> None:
+    assert implied_sampling(PROMPT) == {"prompt_logprobs": 0}  # the prompt tokens' own logprobs, no alternatives
+    assert implied_sampling({"return_logprobs": True}) == {}
+    assert OutputOptions.from_flags(1, "", {}).wanted == frozenset()  # prompt logprobs in the sampling: not returned

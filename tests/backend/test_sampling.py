@@ -51,3 +51,16 @@ def test_structured_outputs_and_lora_name_are_taken_apart() -> None:
     parsed = sampling_from_json(raw, None, stream=False)
     assert parsed.params.structured_outputs.choice == ["yes", "no"]
     assert parsed.lora_name == "a"
+
+
+def test_implied_fields_fill_only_what_the_request_leaves_unset_before_vllm_derives_from_them() -> None:
+    implied = {"prompt_logprobs": 0}
+    params = sampling_from_json("{}", None, stream=False, implied=implied).params
+    assert params.prompt_logprobs == 0
+    # Set at construction, so vLLM knows to skip the prefix cache (cached prompt tokens would get no logprobs).
+    if hasattr(params, "skip_reading_prefix_cache"):
+        assert params.skip_reading_prefix_cache is True
+    assert sampling_from_json('{"prompt_logprobs": null}', None, False, implied).params.prompt_logprobs == 0
+    assert sampling_from_json('{"prompt_logprobs": 3}', None, False, implied).params.prompt_logprobs == 3
+    assert sampling_from_json(None, '{"prompt_logprobs": "2"}', False, implied).params.prompt_logprobs == 2
+    assert sampling_from_json("{}", None, stream=False).params.prompt_logprobs is None

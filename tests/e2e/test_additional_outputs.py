@@ -87,3 +87,41 @@ def test_every_combination_of_additional_outputs(fast_stack: LocalStack, stream:
             if logprobs is not None:
                 body["logprobs"] = logprobs
             _check(_responses(http, model, body, stream), asked, logprobs, stream)
+
+
+def _prompt_entries(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The prompt's logprobs: in the first response only, "null" in the others."""
+    assert all("prompt_logprobs" in event for event in events)
+    assert all(event["prompt_logprobs"] == "null" for event in events[1:])
+    return json.loads(events[0]["prompt_logprobs"])
+
+
+@pytest.mark.parametrize("prompt_logprobs", [None, 2], ids=["implied", "top-2"])
+@pytest.mark.parametrize("stream", [False, True], ids=["unary", "stream"])
+def test_prompt_logprobs_come_once_with_every_prompt_token(
+    fast_stack: LocalStack, stream: bool, prompt_logprobs: int | None
+) -> None:
+    """Ours: `return_prompt_logprobs`. (The local stack runs without prefix caching; that vLLM skips its cache for
+    these requests is checked in tests/backend/test_sampling.py.)"""
+    model = fast_stack.config.model_name
+    prompt = "Once upon a time, in a land far away"
+    body: dict[str, Any] = {"text_input": prompt, "max_tokens": TOKENS, "ignore_eos": True, "temperature": 0,
+                            "exclude_input_in_output": True, "return_prompt_logprobs": True,
+                            "return_num_input_tokens": True}  # fmt: skip
+    if prompt_logprobs is not None:
+        body["prompt_logprobs"] = prompt_logprobs
+    with httpx.Client(base_url=fast_stack.triton_http_url, timeout=60) as http:
+        events = _responses(http, model, body, stream)
+        entries = _prompt_entries(events)
+        assert len(entries) == events[-1]["num_input_tokens"]
+        own = [next(iter(entry.values())) for entry in entries]  # the prompt's own token comes first
+        assert "".join(token["decoded_token"] for token in own) == prompt
+        assert own[0]["logprob"] is None and own[0]["rank"] is None  # nothing precedes the first token
+        assert all(token["logprob"] <= 0 and token["rank"] >= 1 for token in own[1:])
+        most = 1 if prompt_logprobs is None else prompt_logprobs + 1
+        assert all(1 <= len(entry) <= most for entry in entries[1:])
+        if prompt_logprobs is not None:  # the top ones are there, whatever the prompt's own rank
+            assert all(len(entry) >= prompt_logprobs for entry in entries[1:])
+        # Asked in the sampling parameters alone, as the stock backend would pass them: computed, not returned.
+        plain = _responses(http, model, {**body, "return_prompt_logprobs": False, "prompt_logprobs": 1}, stream)
+        assert all("prompt_logprobs" not in event for event in plain)

@@ -35,8 +35,9 @@ def test_auto_complete_fills_the_stock_interface(triton_http: httpx.Client, mode
     assert {"text_input", "image", "stream", "sampling_parameters", "exclude_input_in_output", "return_finish_reason",
             "return_cumulative_logprob", "return_logprobs", "return_num_input_tokens",
             "return_num_output_tokens"} <= inputs.keys()  # fmt: skip
+    # The stock outputs, and ours: prompt_logprobs.
     assert set(outputs) == {"text_output", "finish_reason", "cumulative_logprob", "logprobs", "num_input_tokens",
-                            "num_output_tokens"}  # fmt: skip
+                            "num_output_tokens", "prompt_logprobs"}  # fmt: skip
     assert inputs["stream"]["data_type"] == "TYPE_BOOL" and outputs["num_input_tokens"]["data_type"] == "TYPE_UINT32"
     assert config["model_transaction_policy"]["decoupled"] is True
     assert config["max_batch_size"] == 0

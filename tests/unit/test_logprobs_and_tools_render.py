@@ -6,7 +6,7 @@ from gateway.core.chat import ChatRender, to_generate_request
 from gateway.core.choices import ChoiceAccumulator
 from gateway.core.completions import CompletionRender
 from gateway.core.completions import to_generate_requests
-from gateway.core.logprobs import parse_positions
+from gateway.core.logprobs import completion_logprobs, parse_positions
 from gateway.core.upstream import GenerateChunk
 from gateway.protocol import ChatCompletionRequest, CompletionRequest
 
@@ -20,6 +20,17 @@ def test_sampled_token_first_and_top_k_by_rank() -> None:
     [position] = parse_positions(raw, top_k=2)
     assert position.sampled.token == " c" and position.sampled.rank == 3
     assert [t.token for t in position.top] == [" a", " b"]
+
+
+def test_completion_top_logprobs_add_the_sampled_token_when_it_is_not_among_the_top() -> None:
+    """OpenAI's legacy format (and vLLM's server): up to `logprobs` + 1 entries, the sampled token's always there."""
+    raw = _lp(("5", -2.0, 3, " c"), ("1", -0.1, 1, " a"), ("2", -1.0, 2, " b"))
+    [outside] = completion_logprobs(parse_positions(raw, top_k=2), 0)["top_logprobs"]
+    assert outside == {" c": -2.0, " a": -0.1, " b": -1.0}
+    [inside] = completion_logprobs(parse_positions(_lp(("1", -0.1, 1, " a"), ("2", -1.0, 2, " b")), top_k=2), 0)[
+        "top_logprobs"
+    ]
+    assert inside == {" a": -0.1, " b": -1.0}
 
 
 def test_completion_logprobs_with_offsets_in_a_stream() -> None:

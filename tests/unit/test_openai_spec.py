@@ -101,6 +101,20 @@ def test_completion_stream_chunks_allow_null_finish_reason_and_usage_only() -> N
         validate_completion_chunk(_with(chunk, ("choices", 0, "finish_reason"), "eos"))
 
 
+ECHOED_LOGPROBS = {"tokens": ["Hi", "!"], "token_logprobs": [None, -0.5], "top_logprobs": [None, {"!": -0.5}],
+                   "text_offset": [0, 2]}  # fmt: skip
+
+
+def test_completion_logprobs_allow_the_echoed_first_tokens_nulls_only() -> None:
+    echoed = _with(TEXT_COMPLETION, ("choices", 0, "logprobs"), ECHOED_LOGPROBS)
+    validate("CreateCompletionResponse", echoed)
+    validate_completion_chunk(echoed)
+    with pytest.raises(ValidationError, match="'x' is not"):
+        validate("CreateCompletionResponse", _with(echoed, ("choices", 0, "logprobs", "token_logprobs", 1), "x"))
+    with pytest.raises(ValidationError, match="None is not"):
+        validate("CreateCompletionResponse", _with(echoed, ("choices", 0, "logprobs", "tokens", 0), None))
+
+
 def test_unknown_schema_name_is_an_error() -> None:
     with pytest.raises(KeyError, match="NoSuchSchema"):
         validate("NoSuchSchema", {})
