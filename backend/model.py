@@ -25,7 +25,7 @@ import triton_python_backend_utils as pb_utils  # noqa: E402
 
 from vllm_backend.affinity import unconfined_thread  # noqa: E402
 from vllm_backend.cancels import CancelWatch  # noqa: E402
-from vllm_backend.chat import ChatError, parse_messages, parse_template_kwargs, render_chat  # noqa: E402
+from vllm_backend.chat import ChatError  # noqa: E402
 from vllm_backend.compat import (  # noqa: E402  the only module that imports vLLM
     CLIENT_ERRORS,
     describe,
@@ -44,6 +44,7 @@ from vllm_backend.metrics import stat_logger_factory  # noqa: E402
 from vllm_backend.outbox import Outbox  # noqa: E402
 from vllm_backend.outputs import OutputOptions, ResponseArrays  # noqa: E402
 from vllm_backend.params import BackendParams  # noqa: E402
+from vllm_backend.prompts import check_length, read_prompt  # noqa: E402
 from vllm_backend.reaper import Reaper  # noqa: E402
 from vllm_backend.relay import Pacer, relay  # noqa: E402
 from vllm_backend.request_fields import RequestError, flag, scalar, tensor  # noqa: E402
@@ -248,46 +249,9 @@ class TritonPythonModel:
             future.add_done_callback(self.tasks.discard)
         return None
 
-    def _prompt(self, request: Any) -> tuple[str, list[int]]:
-        """The prompt's text and tokens. A rendered chat template carries its own special tokens."""
-        text = scalar(request, "text_input")
-        messages = scalar(request, "messages")
-        token_ids = tensor(request, "prompt_token_ids")
-        if token_ids is not None:
-            if text is not None or messages is not None:
-                raise RequestError("give one of text_input, messages or prompt_token_ids")
-            ids = [int(i) for i in token_ids.reshape(-1)]
-            if not ids:
-                raise RequestError("prompt_token_ids is empty")
-            return self.tokenizer.decode(ids), ids
-        if messages is not None:
-            if text is not None:
-                raise RequestError("give either text_input or messages, not both")
-            kwargs = parse_template_kwargs(scalar(request, "chat_template_kwargs"))
-            prompt = render_chat(self.tokenizer, parse_messages(messages), kwargs)
-            return prompt, self.tokenizer.encode(prompt, add_special_tokens=False)
-        if text is None:
-            raise RequestError("text_input is required (or messages, for a chat)")
-        prompt = text.decode() if isinstance(text, bytes) else str(text)
-        return prompt, self.tokenizer.encode(prompt)
-
-    def _check_length(self, prompt_tokens: int, max_tokens: int | None) -> None:
-        limit = self.engine.model_config.max_model_len
-        if prompt_tokens >= limit:
-            raise RequestError(
-                f"This model's maximum context length is {limit} tokens. However, your prompt has "
-                f"{prompt_tokens} tokens. Please reduce the length of the prompt."
-            )
-        if max_tokens is not None and prompt_tokens + max_tokens > limit:
-            raise RequestError(
-                f"This model's maximum context length is {limit} tokens. However, you requested "
-                f"{prompt_tokens + max_tokens} tokens ({prompt_tokens} in the prompt, {max_tokens} in the "
-                "completion). Please reduce the length of the prompt or the completion."
-            )
-
     def _parse(self, request: Any) -> tuple[Any, Any, Any, OutputOptions]:
         """The engine prompt, sampling parameters, LoRA request and output options of one request."""
-        prompt, prompt_ids = self._prompt(request)
+        prompt, prompt_ids = read_prompt(request, self.tokenizer)
         images = tensor(request, "image")
         engine_prompt: Any
         if images is None:
@@ -303,7 +267,7 @@ class TritonPythonModel:
         raw = scalar(request, "sampling_parameters")
         sampling = sampling_from_json(raw, request.parameters(), stream)
         lora = resolve_lora(sampling.lora_name, self.lora)
-        self._check_length(len(prompt_ids), sampling.params.max_tokens)
+        check_length(self.engine.model_config.max_model_len, len(prompt_ids), sampling.params.max_tokens)
         flags = {name: flag(request, name) for name in (*OPTIONAL_OUTPUTS, SPARSE_OUTPUTS)}
         prepend = not stream and not (exclude is not None and bool(exclude))
         options = OutputOptions.from_flags(sampling.params.n, prompt if prepend else "", flags, sampling.params.logprobs)
