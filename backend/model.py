@@ -31,13 +31,15 @@ from vllm_backend.compat import (  # noqa: E402  the only module that imports vL
     describe,
     engine_answers,
     engine_tokenizer,
+    max_token_id,
     multimodal_prompt,
     start_engine,
     token_prompt,
 )
 from vllm_backend.devices import engine_environment, ignored_device_ids  # noqa: E402
 from vllm_backend.images import ImageError, decode_images, multi_modal_data  # noqa: E402
-from vllm_backend.interface import INPUTS, OPTIONAL_OUTPUTS, OUTPUTS, SPARSE_OUTPUTS, missing_tensors  # noqa: E402
+from vllm_backend.interface import INPUTS, OPTIONAL_OUTPUTS, OUTPUTS, SPARSE_OUTPUTS, TOKENIZE_ONLY  # noqa: E402
+from vllm_backend.interface import missing_tensors  # noqa: E402
 from vllm_backend.lora import LoraError, lora_table, resolve_lora  # noqa: E402
 from vllm_backend.metrics import COUNTER, GAUGE, FamilySpec, MetricsSink, family_specs  # noqa: E402
 from vllm_backend.metrics import stat_logger_factory  # noqa: E402
@@ -49,6 +51,7 @@ from vllm_backend.reaper import Reaper  # noqa: E402
 from vllm_backend.relay import Pacer, relay  # noqa: E402
 from vllm_backend.request_fields import RequestError, flag, scalar, tensor  # noqa: E402
 from vllm_backend.sampling import SamplingError, sampling_from_json  # noqa: E402
+from vllm_backend.tokenization import TokenIdError, tokenize_only_arrays  # noqa: E402
 
 # Starts every error message caused by the request itself (the client's fault).
 INVALID_REQUEST_PREFIX = "invalid request: "
@@ -251,7 +254,7 @@ class TritonPythonModel:
 
     def _parse(self, request: Any) -> tuple[Any, Any, Any, OutputOptions]:
         """The engine prompt, sampling parameters, LoRA request and output options of one request."""
-        prompt, prompt_ids = read_prompt(request, self.tokenizer)
+        prompt, prompt_ids = read_prompt(request, self.tokenizer, max_token_id(self.tokenizer))
         images = tensor(request, "image")
         engine_prompt: Any
         if images is None:
@@ -284,8 +287,11 @@ class TritonPythonModel:
         engine = self.engine
         try:
             try:
+                if flag(request, TOKENIZE_ONLY):
+                    self._answer_from_tokenizer(request, sender)
+                    return
                 engine_prompt, params, lora, options = self._parse(request)
-            except (RequestError, SamplingError, ChatError, LoraError, ImageError) as exc:
+            except (RequestError, SamplingError, ChatError, LoraError, ImageError, TokenIdError) as exc:
                 self._fail(sender, str(exc), pb_utils.TritonError.INVALID_ARG)
                 return
             self.cancels.add(request_id, sender.is_cancelled, partial(engine.abort, request_id))
@@ -325,6 +331,13 @@ class TritonPythonModel:
                 self._fail(sender, f"engine error: {exc}", pb_utils.TritonError.INTERNAL)
         finally:
             self.cancels.discard(request_id)
+
+    def _answer_from_tokenizer(self, request: Any, sender: Any) -> None:
+        """A tokenize-only request: its prompt read exactly as a generation reads it, the engine left alone."""
+        text, ids = read_prompt(request, self.tokenizer, max_token_id(self.tokenizer))
+        strs = self.tokenizer.convert_ids_to_tokens(ids) if flag(request, "return_token_strs") else None
+        arrays = tokenize_only_arrays(text, ids, strs, self.engine.model_config.max_model_len)
+        self.outbox.send(sender, self._response(arrays), pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
 
     def _response(self, arrays: dict[str, Any]) -> Any:
         return pb_utils.InferenceResponse(output_tensors=[pb_utils.Tensor(k, v) for k, v in arrays.items()])

@@ -10,10 +10,13 @@ from typing import Any
 
 from vllm_backend.chat import parse_messages, parse_template_kwargs, render_chat
 from vllm_backend.request_fields import RequestError, scalar, tensor
+from vllm_backend.tokenization import check_token_ids
 
 
-def read_prompt(request: Any, tokenizer: Any) -> tuple[str, list[int]]:
-    """The prompt's text and tokens. A rendered chat template carries its own special tokens."""
+def read_prompt(request: Any, tokenizer: Any, max_token_id: int) -> tuple[str, list[int]]:
+    """The prompt's text and tokens. A rendered chat template carries its own special tokens, so `messages` get
+    none added unless `add_special_tokens` says so; a text prompt gets them unless it says not to."""
+    special = scalar(request, "add_special_tokens")
     text = scalar(request, "text_input")
     messages = scalar(request, "messages")
     token_ids = tensor(request, "prompt_token_ids")
@@ -23,17 +26,18 @@ def read_prompt(request: Any, tokenizer: Any) -> tuple[str, list[int]]:
         ids = [int(i) for i in token_ids.reshape(-1)]
         if not ids:
             raise RequestError("prompt_token_ids is empty")
+        check_token_ids(ids, max_token_id)
         return tokenizer.decode(ids), ids
     if messages is not None:
         if text is not None:
             raise RequestError("give either text_input or messages, not both")
         kwargs = parse_template_kwargs(scalar(request, "chat_template_kwargs"))
         prompt = render_chat(tokenizer, parse_messages(messages), kwargs)
-        return prompt, tokenizer.encode(prompt, add_special_tokens=False)
+        return prompt, tokenizer.encode(prompt, add_special_tokens=special is not None and bool(special))
     if text is None:
         raise RequestError("text_input is required (or messages, for a chat)")
     prompt = text.decode() if isinstance(text, bytes) else str(text)
-    return prompt, tokenizer.encode(prompt)
+    return prompt, tokenizer.encode(prompt, add_special_tokens=special is None or bool(special))
 
 
 def check_length(limit: int, prompt_tokens: int, max_tokens: int | None) -> None:
