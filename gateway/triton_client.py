@@ -284,7 +284,8 @@ class TritonClient:
             if not ended:  # an error in the stream, or the caller went away: stop the request in Triton
                 stream.cancel()
         if answer is None:
-            raise UpstreamError(502, f"`{call.model}` answered a tokenize request without tokens.", type="upstream_error")
+            message = f"`{call.model}` answered a tokenize request without tokens."
+            raise UpstreamError(502, message, type="upstream_error")
         return answer
 
     async def server_ready(self) -> bool:

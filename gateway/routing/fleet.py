@@ -55,6 +55,13 @@ async def _ask_context_length(client: TritonClient, model: str, version: str) ->
     return (await client.tokenize_only(call, client.health_timeout_s)).max_model_len
 
 
+def _describes_better(entry: ModelEntry, known: ModelEntry | None) -> bool:
+    """Whether a replica's entry for a model beats another replica's: READY wins, then a known context length."""
+    if known is None:
+        return True
+    return entry.state == "READY" and (known.state != "READY" or known.max_model_len is None)
+
+
 @dataclass
 class Replica:
     url: str
@@ -244,8 +251,7 @@ class Fleet:
         merged: dict[str, ModelEntry] = {}
         for entries in answered:
             for entry in entries:
-                known = merged.get(entry.name)
-                if known is None or (entry.state == "READY" and (known.state != "READY" or known.max_model_len is None)):
+                if _describes_better(entry, merged.get(entry.name)):
                     merged[entry.name] = entry
         return list(merged.values())
 

@@ -99,7 +99,9 @@ def test_an_unknown_model_is_a_404(http: httpx.Client) -> None:
          "continue_final_message"),
     ],
 )  # fmt: skip
-def test_bad_input_is_a_400_naming_the_field(http: httpx.Client, model_name: str, path: str, body: dict, param: str) -> None:
+def test_bad_input_is_a_400_naming_the_field(
+    http: httpx.Client, model_name: str, path: str, body: dict, param: str
+) -> None:
     error = _error(http.post(path, json={"model": model_name, **body}), 400, param)
     assert error["type"] == "invalid_request_error"
     if 10_000_000 in body.get("tokens", []):

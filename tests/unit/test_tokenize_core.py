@@ -12,7 +12,10 @@ from gateway.core.upstream import TokenizerAnswer
 from gateway.errors import OpenAIError
 from gateway.protocol import ChatCompletionRequest, DetokenizeRequest, TokenizeRequest
 
-MESSAGES = [{"role": "developer", "content": "Be brief."}, {"role": "user", "content": [{"type": "text", "text": "Hi"}]}]
+MESSAGES = [
+    {"role": "developer", "content": "Be brief."},
+    {"role": "user", "content": [{"type": "text", "text": "Hi"}]},
+]
 TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]
 
 
@@ -57,7 +60,10 @@ def test_generation_prompt_and_continued_message_go_to_the_template(fields: dict
     [
         ({}, "prompt"),
         ({"prompt": "a", "messages": MESSAGES}, "messages"),
-        ({"messages": MESSAGES, "continue_final_message": True, "add_generation_prompt": True}, "continue_final_message"),
+        (
+            {"messages": MESSAGES, "continue_final_message": True, "add_generation_prompt": True},
+            "continue_final_message",
+        ),
     ],
 )
 def test_bad_forms_are_400s_naming_the_field(fields: dict, param: str) -> None:
