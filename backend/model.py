@@ -25,30 +25,34 @@ import triton_python_backend_utils as pb_utils  # noqa: E402
 
 from vllm_backend.affinity import unconfined_thread  # noqa: E402
 from vllm_backend.cancels import CancelWatch  # noqa: E402
-from vllm_backend.chat import ChatError, parse_messages, parse_template_kwargs, render_chat  # noqa: E402
+from vllm_backend.chat import ChatError  # noqa: E402
 from vllm_backend.compat import (  # noqa: E402  the only module that imports vLLM
     CLIENT_ERRORS,
     PROMPT_LOGPROBS,
     describe,
     engine_answers,
     engine_tokenizer,
+    max_token_id,
     multimodal_prompt,
     start_engine,
     token_prompt,
 )
 from vllm_backend.devices import engine_environment, ignored_device_ids  # noqa: E402
 from vllm_backend.images import ImageError, decode_images, multi_modal_data  # noqa: E402
-from vllm_backend.interface import INPUTS, OPTIONAL_OUTPUTS, OUTPUTS, SPARSE_OUTPUTS, missing_tensors  # noqa: E402
+from vllm_backend.interface import INPUTS, OPTIONAL_OUTPUTS, OUTPUTS, SPARSE_OUTPUTS, TOKENIZE_ONLY  # noqa: E402
+from vllm_backend.interface import missing_tensors  # noqa: E402
 from vllm_backend.lora import LoraError, lora_table, resolve_lora  # noqa: E402
 from vllm_backend.metrics import COUNTER, GAUGE, FamilySpec, MetricsSink, family_specs  # noqa: E402
 from vllm_backend.metrics import stat_logger_factory  # noqa: E402
 from vllm_backend.outbox import Outbox  # noqa: E402
 from vllm_backend.outputs import OutputOptions, ResponseArrays, implied_sampling  # noqa: E402
 from vllm_backend.params import BackendParams  # noqa: E402
+from vllm_backend.prompts import check_length, read_prompt  # noqa: E402
 from vllm_backend.reaper import Reaper  # noqa: E402
 from vllm_backend.relay import Pacer, relay  # noqa: E402
 from vllm_backend.request_fields import RequestError, flag, scalar, tensor  # noqa: E402
 from vllm_backend.sampling import SamplingError, sampling_from_json  # noqa: E402
+from vllm_backend.tokenization import TokenIdError, tokenize_only_arrays  # noqa: E402
 
 # Starts every error message caused by the request itself (the client's fault).
 INVALID_REQUEST_PREFIX = "invalid request: "
@@ -249,43 +253,6 @@ class TritonPythonModel:
             future.add_done_callback(self.tasks.discard)
         return None
 
-    def _prompt(self, request: Any) -> tuple[str, list[int]]:
-        """The prompt's text and tokens. A rendered chat template carries its own special tokens."""
-        text = scalar(request, "text_input")
-        messages = scalar(request, "messages")
-        token_ids = tensor(request, "prompt_token_ids")
-        if token_ids is not None:
-            if text is not None or messages is not None:
-                raise RequestError("give one of text_input, messages or prompt_token_ids")
-            ids = [int(i) for i in token_ids.reshape(-1)]
-            if not ids:
-                raise RequestError("prompt_token_ids is empty")
-            return self.tokenizer.decode(ids), ids
-        if messages is not None:
-            if text is not None:
-                raise RequestError("give either text_input or messages, not both")
-            kwargs = parse_template_kwargs(scalar(request, "chat_template_kwargs"))
-            prompt = render_chat(self.tokenizer, parse_messages(messages), kwargs)
-            return prompt, self.tokenizer.encode(prompt, add_special_tokens=False)
-        if text is None:
-            raise RequestError("text_input is required (or messages, for a chat)")
-        prompt = text.decode() if isinstance(text, bytes) else str(text)
-        return prompt, self.tokenizer.encode(prompt)
-
-    def _check_length(self, prompt_tokens: int, max_tokens: int | None) -> None:
-        limit = self.engine.model_config.max_model_len
-        if prompt_tokens >= limit:
-            raise RequestError(
-                f"This model's maximum context length is {limit} tokens. However, your prompt has "
-                f"{prompt_tokens} tokens. Please reduce the length of the prompt."
-            )
-        if max_tokens is not None and prompt_tokens + max_tokens > limit:
-            raise RequestError(
-                f"This model's maximum context length is {limit} tokens. However, you requested "
-                f"{prompt_tokens + max_tokens} tokens ({prompt_tokens} in the prompt, {max_tokens} in the "
-                "completion). Please reduce the length of the prompt or the completion."
-            )
-
     def _first_token(self, flags: dict[str, bool], prompt_ids: list[int]) -> str:
         """The first prompt token's text, when the prompt's logprobs are asked for (vLLM gives it none)."""
         if not flags["return_prompt_logprobs"]:
@@ -296,7 +263,7 @@ class TritonPythonModel:
 
     def _parse(self, request: Any) -> tuple[Any, Any, Any, OutputOptions]:
         """The engine prompt, sampling parameters, LoRA request and output options of one request."""
-        prompt, prompt_ids = self._prompt(request)
+        prompt, prompt_ids = read_prompt(request, self.tokenizer, max_token_id(self.tokenizer))
         images = tensor(request, "image")
         engine_prompt: Any
         if images is None:
@@ -315,7 +282,7 @@ class TritonPythonModel:
         sampling = sampling_from_json(raw, request.parameters(), stream, implied_sampling(flags))
         lora = resolve_lora(sampling.lora_name, self.lora)
         params = sampling.params
-        self._check_length(len(prompt_ids), params.max_tokens)
+        check_length(self.engine.model_config.max_model_len, len(prompt_ids), params.max_tokens)
         prepend = not stream and not (exclude is not None and bool(exclude))
         options = OutputOptions.from_flags(params.n, prompt if prepend else "", flags, params.logprobs, first_token)
         if options.logprobs_to_ask is not None:
@@ -331,8 +298,11 @@ class TritonPythonModel:
         engine = self.engine
         try:
             try:
+                if flag(request, TOKENIZE_ONLY):
+                    self._answer_from_tokenizer(request, sender)
+                    return
                 engine_prompt, params, lora, options = self._parse(request)
-            except (RequestError, SamplingError, ChatError, LoraError, ImageError) as exc:
+            except (RequestError, SamplingError, ChatError, LoraError, ImageError, TokenIdError) as exc:
                 self._fail(sender, str(exc), pb_utils.TritonError.INVALID_ARG)
                 return
             self.cancels.add(request_id, sender.is_cancelled, partial(engine.abort, request_id))
@@ -372,6 +342,13 @@ class TritonPythonModel:
                 self._fail(sender, f"engine error: {exc}", pb_utils.TritonError.INTERNAL)
         finally:
             self.cancels.discard(request_id)
+
+    def _answer_from_tokenizer(self, request: Any, sender: Any) -> None:
+        """A tokenize-only request: its prompt read exactly as a generation reads it, the engine left alone."""
+        text, ids = read_prompt(request, self.tokenizer, max_token_id(self.tokenizer))
+        strs = self.tokenizer.convert_ids_to_tokens(ids) if flag(request, "return_token_strs") else None
+        arrays = tokenize_only_arrays(text, ids, strs, self.engine.model_config.max_model_len)
+        self.outbox.send(sender, self._response(arrays), pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
 
     def _response(self, arrays: dict[str, Any]) -> Any:
         return pb_utils.InferenceResponse(output_tensors=[pb_utils.Tensor(k, v) for k, v in arrays.items()])

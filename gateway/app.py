@@ -27,7 +27,7 @@ from gateway.resilience.breaker import BreakerBoard
 from gateway.resilience.deadlines import StreamDeadlines
 from gateway.observability.runtime import RuntimeMetrics
 from gateway.responses.store import ResponseStore, database_url
-from gateway.routers import health, metrics, models, openai, responses
+from gateway.routers import health, metrics, models, openai, responses, tokenize
 from gateway.settings import Settings, get_settings
 from gateway.routing.fleet import Fleet, FleetConfig
 from gateway.routing.metrics import RoutingMetrics
@@ -121,6 +121,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(openai.router)
     app.include_router(responses.router)
     app.include_router(models.router)
+    app.include_router(tokenize.router)
     app.include_router(health.router)
     app.include_router(metrics.router)
     app.add_middleware(

@@ -1,4 +1,5 @@
-"""Which models Triton serves: refreshed in the background, read from memory on the hot path.
+"""Which models Triton serves, and their context lengths: refreshed in the background, read from memory on the hot
+path.
 
 A request never asks Triton's repository index on its own. Under load Triton's gRPC front end answers
 slowly, and hundreds of requests each asking it (each under the health timeout) failed with 504s before
@@ -11,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from gateway.errors import OpenAIError
 
@@ -23,13 +24,39 @@ class ModelEntry:
     name: str
     version: str
     state: str
+    max_model_len: int | None = None  # known once the backend answered for this READY version
 
 
 Fetch = Callable[[], Awaitable[list[ModelEntry]]]
+AskContextLength = Callable[[str, str], Awaitable[int]]
 
 
 def ready_names(entries: list[ModelEntry]) -> frozenset[str]:
     return frozenset(entry.name for entry in entries if entry.state == "READY")
+
+
+class ContextLengths:
+    """Each READY model version's `max_model_len`, asked of its backend once (a tokenize-only request) and kept while
+    the version stays READY, since a reload may change it. A backend that refuses the question (one older than
+    tokenize-only requests) is not asked again for that version; one that cannot answer now is asked at the next
+    refresh."""
+
+    def __init__(self, ask: AskContextLength) -> None:
+        self._ask = ask
+        self._known: dict[tuple[str, str], int | None] = {}
+
+    async def annotate(self, entries: list[ModelEntry]) -> list[ModelEntry]:
+        ready = {(entry.name, entry.version) for entry in entries if entry.state == "READY"}
+        self._known = {key: value for key, value in self._known.items() if key in ready}
+        missing = sorted(ready - self._known.keys())
+        answers = await asyncio.gather(*(self._ask(*key) for key in missing), return_exceptions=True)
+        for (name, version), answer in zip(missing, answers):
+            if isinstance(answer, int):
+                self._known[(name, version)] = answer
+            elif isinstance(answer, OpenAIError) and answer.status == 400:
+                log.warning("model %s version %s does not tell its max_model_len: %s", name, version, answer.message)
+                self._known[(name, version)] = None
+        return [replace(entry, max_model_len=self._known.get((entry.name, entry.version))) for entry in entries]
 
 
 class ModelMap:

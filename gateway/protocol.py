@@ -157,3 +157,28 @@ class ChatCompletionRequest(SamplingFields):
     @property
     def token_limit(self) -> int | None:
         return self.max_completion_tokens if self.max_completion_tokens is not None else self.max_tokens
+
+
+# vLLM's /tokenize and /detokenize (not OpenAI's). Token ids fit the backend's INT32 tensor.
+TokenId = Annotated[int, Field(ge=0, lt=2**31)]
+
+
+class TokenizeRequest(_Request):
+    """vLLM's two forms in one schema: `prompt` (completions) or `messages` (chat, rendered with the chat
+    template); the router refuses neither or both, naming the field."""
+
+    model: str = Field(min_length=1)
+    prompt: str | None = None
+    messages: list[ChatMessage] | None = Field(None, min_length=1)
+    # None: vLLM's defaults, true for a prompt and false for messages (the template adds its own).
+    add_special_tokens: bool | None = None
+    add_generation_prompt: bool | None = None  # None: true, unless continue_final_message
+    continue_final_message: bool = False
+    chat_template_kwargs: dict[str, Any] | None = None
+    tools: list[ToolDef] | None = None
+    return_token_strs: bool | None = False
+
+
+class DetokenizeRequest(_Request):
+    model: str = Field(min_length=1)
+    tokens: list[TokenId] = Field(min_length=1)

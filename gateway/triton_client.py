@@ -12,8 +12,8 @@ from prometheus_client import CollectorRegistry
 from tritonclient.grpc import service_pb2 as pb
 from tritonclient.grpc import service_pb2_grpc as pb_grpc
 
-from gateway.core.triton_codec import decode_response, encode_request
-from gateway.core.upstream import GenerateChunk, GenerateRequest
+from gateway.core.triton_codec import decode_response, decode_tokenizer_answer, encode_request, encode_tokenizer_call
+from gateway.core.upstream import GenerateChunk, GenerateRequest, TokenizerAnswer, TokenizerCall
 from gateway.errors import OpenAIError
 from gateway.model_map import ModelEntry
 from gateway.observability.upstream_metrics import UpstreamMetrics
@@ -262,6 +262,31 @@ class TritonClient:
             breaker.record_success()  # Triton answered with a status other than UNAVAILABLE
         else:
             breaker.record_abandoned()  # no verdict: a deadline, or the reader went away
+
+    async def tokenize_only(self, call: TokenizerCall, timeout_s: float) -> TokenizerAnswer:
+        """The backend's answer from the model's tokenizer. One response, no engine work: no breaker, deadlines or
+        stream metrics, which describe generations."""
+        if self._cut_error is not None:
+            raise self._cut_error
+        stream = self._stream_infer(encode_tokenizer_call(call), timeout=timeout_s, metadata=self._metadata)
+        answer: TokenizerAnswer | None = None
+        ended = False
+        try:
+            while (response := await _read_uncancelled(stream)) is not grpc.aio.EOF:
+                if response.error_message:
+                    raise stream_error(response.error_message)
+                answer = decode_tokenizer_answer(response.infer_response) or answer
+            ended = True
+        except grpc.aio.AioRpcError as exc:
+            ended = True
+            raise _rpc_error(exc) from None
+        finally:
+            if not ended:  # an error in the stream, or the caller went away: stop the request in Triton
+                stream.cancel()
+        if answer is None:
+            message = f"`{call.model}` answered a tokenize request without tokens."
+            raise UpstreamError(502, message, type="upstream_error")
+        return answer
 
     async def server_ready(self) -> bool:
         try:

@@ -150,6 +150,13 @@ async def engine_tokenizer(engine: Any) -> Any:
     return await tokenizer if inspect.isawaitable(tokenizer) else tokenizer
 
 
+def max_token_id(tokenizer: Any) -> int:
+    """The largest token id the model knows."""
+    if chosen("max_token_id"):
+        return int(tokenizer.max_token_id)
+    return len(tokenizer) - 1
+
+
 async def engine_answers(engine: Any) -> None:
     """A cheap round trip to the engine's process (raises if it is dead)."""
     if chosen("is_sleeping"):

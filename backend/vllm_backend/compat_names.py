@@ -153,6 +153,17 @@ FEATURES: tuple[Feature, ...] = (
         ),
     ),
     Feature(
+        "max_token_id",
+        (
+            # vLLM's own tokenizer interface says it, added tokens included.
+            Alternative("TokenizerLike.max_token_id", (_n("vllm.tokenizers.protocol.TokenizerLike", "max_token_id"),)),
+            # Older: the engine hands out Hugging Face's tokenizer, whose length counts the added tokens.
+            Alternative("len(tokenizer)"),
+        ),
+        required=False,
+        doc="the largest token id of the model's vocabulary (token ids above it are refused)",
+    ),
+    Feature(
         "client_error",
         (Alternative("VLLMClientError", (_n("vllm.exceptions.VLLMClientError"),)), Alternative("none")),
         required=False,

@@ -31,6 +31,12 @@ INPUTS: list[dict[str, Any]] = [
     {"name": "sparse_outputs", "data_type": "TYPE_BOOL", "dims": [1], "optional": True},
     # Ours: the prompt's own logprobs (OpenAI's completions with `echo` and `logprobs` list them first).
     {"name": "return_prompt_logprobs", "data_type": "TYPE_BOOL", "dims": [1], "optional": True},
+    # Ours: answer from the engine's tokenizer without running the engine (vLLM's /tokenize and /detokenize):
+    # the prompt's `text_output`, `token_ids` and the model's `max_model_len`, and `token_strs` when asked for.
+    {"name": "tokenize_only", "data_type": "TYPE_BOOL", "dims": [1], "optional": True},
+    {"name": "return_token_strs", "data_type": "TYPE_BOOL", "dims": [1], "optional": True},
+    # Ours: special tokens (BOS) added when tokenizing; default true for text_input, false for messages.
+    {"name": "add_special_tokens", "data_type": "TYPE_BOOL", "dims": [1], "optional": True},
 ]
 
 OUTPUTS: list[dict[str, Any]] = [
@@ -42,6 +48,10 @@ OUTPUTS: list[dict[str, Any]] = [
     {"name": "num_output_tokens", "data_type": "TYPE_UINT32", "dims": [-1]},
     # Ours: one JSON list for the request (its sequences share the prompt), in the first response that has it.
     {"name": "prompt_logprobs", "data_type": "TYPE_STRING", "dims": [1]},
+    # Ours: the answer of a tokenize-only request.
+    {"name": "token_ids", "data_type": "TYPE_INT32", "dims": [-1]},
+    {"name": "token_strs", "data_type": "TYPE_STRING", "dims": [-1]},
+    {"name": "max_model_len", "data_type": "TYPE_UINT32", "dims": [1]},
 ]
 
 # Additional outputs, each sent only when its `return_*` input is true.
@@ -54,6 +64,7 @@ OPTIONAL_OUTPUTS = {
     "return_prompt_logprobs": "prompt_logprobs",
 }
 SPARSE_OUTPUTS = "sparse_outputs"
+TOKENIZE_ONLY = "tokenize_only"
 
 
 def missing_tensors(declared: list[dict[str, Any]], wanted: list[dict[str, Any]]) -> list[dict[str, Any]]:

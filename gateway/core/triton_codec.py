@@ -13,7 +13,7 @@ from typing import Any
 
 from tritonclient.grpc import service_pb2 as pb
 
-from gateway.core.upstream import GenerateChunk, GenerateRequest
+from gateway.core.upstream import GenerateChunk, GenerateRequest, TokenizerAnswer, TokenizerCall
 from gateway.errors import bad_request
 
 _LEN = struct.Struct("<I")
@@ -46,8 +46,8 @@ def _add_bool(request: pb.ModelInferRequest, name: str, value: bool) -> None:
     _add_input(request, name, "BOOL", b"\x01" if value else b"\x00")
 
 
-def encode_request(request: GenerateRequest) -> pb.ModelInferRequest:
-    message = pb.ModelInferRequest(model_name=request.model, id=request.request_id)
+def _add_prompt(message: pb.ModelInferRequest, request: GenerateRequest | TokenizerCall) -> None:
+    """The prompt in one of its three forms: chat messages, token ids, or text."""
     if request.messages is not None:
         _add_string(message, "messages", json.dumps(request.messages, ensure_ascii=False))
         if request.chat_template_kwargs:
@@ -57,6 +57,11 @@ def encode_request(request: GenerateRequest) -> pb.ModelInferRequest:
         _add_input(message, "prompt_token_ids", "INT32", struct.pack(f"<{len(ids)}i", *ids), len(ids))
     else:
         _add_string(message, "text_input", request.text_input or "")
+
+
+def encode_request(request: GenerateRequest) -> pb.ModelInferRequest:
+    message = pb.ModelInferRequest(model_name=request.model, id=request.request_id)
+    _add_prompt(message, request)
     _add_bool(message, "stream", request.stream)
     _add_bool(message, "exclude_input_in_output", True)
     for flag in _RETURN_FLAGS:
@@ -112,4 +117,30 @@ def decode_response(response: pb.ModelInferResponse) -> GenerateChunk:
         response.id,
         outputs.get("logprobs", []),
         prompt_logprobs[0] if prompt_logprobs and prompt_logprobs[0] != "null" else None,
+    )
+
+
+def encode_tokenizer_call(call: TokenizerCall) -> pb.ModelInferRequest:
+    message = pb.ModelInferRequest(model_name=call.model, model_version=call.model_version, id=call.request_id)
+    _add_prompt(message, call)
+    _add_bool(message, "tokenize_only", True)
+    if call.add_special_tokens is not None:
+        _add_bool(message, "add_special_tokens", call.add_special_tokens)
+    if call.return_token_strs:
+        _add_bool(message, "return_token_strs", True)
+    return message
+
+
+def decode_tokenizer_answer(response: pb.ModelInferResponse) -> TokenizerAnswer | None:
+    """The backend's one answer to a tokenize-only request; None for a response without it (an empty final one)."""
+    raws = {tensor.name: raw for tensor, raw in zip(response.outputs, response.raw_output_contents)}
+    if "max_model_len" not in raws:
+        return None
+    ids = raws.get("token_ids", b"")
+    strs = raws.get("token_strs")
+    return TokenizerAnswer(
+        text="".join(decode_bytes(raws.get("text_output", b""))),
+        token_ids=list(struct.unpack(f"<{len(ids) // 4}i", ids)),
+        max_model_len=_decode_uint32(raws["max_model_len"])[0],
+        token_strs=None if strs is None else decode_bytes(strs),
     )

@@ -41,3 +41,29 @@ def normalize_finish_reason(value: str | None) -> str | None:
     if value in (None, "", "None", "none", "null"):
         return None
     return value
+
+
+@dataclass(frozen=True)
+class TokenizerCall:
+    """A tokenize-only request: the backend reads the prompt as a generation would and answers from the model's
+    tokenizer, without running the engine. Token ids in: detokenize; text or messages in: tokenize."""
+
+    model: str
+    request_id: str
+    text_input: str | None = None
+    prompt_token_ids: list[int] | None = None
+    messages: list[dict[str, Any]] | None = None
+    chat_template_kwargs: dict[str, Any] | None = None
+    add_special_tokens: bool | None = None  # None: the backend's default for the prompt's form
+    return_token_strs: bool = False
+    model_version: str = ""  # "": the version Triton picks
+
+
+@dataclass(frozen=True)
+class TokenizerAnswer:
+    """The prompt as text and as tokens, and the model's context length."""
+
+    text: str
+    token_ids: list[int]
+    max_model_len: int
+    token_strs: list[str] | None = None

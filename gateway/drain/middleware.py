@@ -15,9 +15,14 @@ from gateway.drain.state import Drain, shutting_down
 _CLOSE = (b"connection", b"close")
 
 
+# vLLM's tokenizer endpoints, outside /v1: they reach Triton like a generation.
+_UPSTREAM_PATHS = ("/tokenize", "/detokenize")
+
+
 def is_generation(scope: Scope) -> bool:
-    """Work the drain waits for and refuses: every POST under /v1 (completions, chat, and those to come)."""
-    return scope["method"] == "POST" and scope["path"].startswith("/v1/")
+    """Work the drain waits for and refuses: every POST under /v1 (completions, chat, and those to come) and the
+    tokenizer endpoints."""
+    return scope["method"] == "POST" and (scope["path"].startswith("/v1/") or scope["path"] in _UPSTREAM_PATHS)
 
 
 class DrainMiddleware:

@@ -1,4 +1,4 @@
-"""`/v1/models`: the models Triton serves and that are ready."""
+"""`/v1/models`: the models Triton serves and that are ready, with their context lengths."""
 
 from __future__ import annotations
 
@@ -13,17 +13,19 @@ router = APIRouter(tags=["models"])
 _STARTED = int(time.time())
 
 
-def _model(name: str) -> dict:
-    return {"id": name, "object": "model", "created": _STARTED, "owned_by": "triton"}
+def _model(name: str, max_model_len: int | None) -> dict:
+    """OpenAI's model object, plus vLLM's `max_model_len` (the context length its model card reports)."""
+    return {"id": name, "object": "model", "created": _STARTED, "owned_by": "triton", "max_model_len": max_model_len}
 
 
 @router.get("/v1/models")
 async def list_models(request: Request) -> dict:
-    return {"object": "list", "data": [_model(name) for name in await served_models(request)]}
+    return {"object": "list", "data": [_model(name, length) for name, length in (await served_models(request)).items()]}
 
 
 @router.get("/v1/models/{model_id:path}")
 async def get_model(model_id: str, request: Request) -> dict:
-    if model_id not in await served_models(request):
+    served = await served_models(request)
+    if model_id not in served:
         raise model_not_found(model_id)
-    return _model(model_id)
+    return _model(model_id, served[model_id])

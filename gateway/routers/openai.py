@@ -22,7 +22,7 @@ from gateway.errors import JSONBytesResponse, OpenAIError
 from gateway.observability.request_context import request_record
 from gateway.observability.tracker import GenerationTracker
 from gateway.protocol import ChatCompletionRequest, CompletionRequest, SamplingFields
-from gateway.routers.deps import admission, resolve_model, triton
+from gateway.routers.deps import admission, request_id, resolve_model, triton
 from gateway.routers.disconnects import DisconnectWatch, EventStreamResponse
 from gateway.streams import coalesced, merge
 from gateway.routing.fleet import Fleet
@@ -227,11 +227,6 @@ def _tracker(request: Request, model: str, endpoint: str, stream: bool, prompt: 
     return GenerationTracker(request.app.state.llm_metrics, record, model, endpoint)
 
 
-def _request_id(request: Request) -> str:
-    record = request_record(request.scope)
-    return record.request_id if record is not None else uuid.uuid4().hex
-
-
 def _tool_parser(request: Request, model: str) -> ToolCallParser:
     settings = request.app.state.settings
     return tool_call_parser(settings.tool_call_parsers.get(model, settings.tool_call_parser))
@@ -248,7 +243,7 @@ async def create_completion(
     check_completion(body, len(completions.prompts_of(body)), caps)
     body = with_default_token_limit(body, caps)
     model = await resolve_model(request, body.model)
-    upstreams = completions.to_generate_requests(body, model, _request_id(request))
+    upstreams = completions.to_generate_requests(body, model, request_id(request))
     render = completions.CompletionRender(body, f"cmpl-{uuid.uuid4().hex}", int(time.time()))
     async with gate.slot(caller_of(request.scope), model) as slot:
         tracker = _tracker(request, model, "completions", body.stream, body.prompt)
@@ -266,7 +261,7 @@ async def create_chat_completion(
     check_chat(body, caps)
     body = with_default_token_limit(body, caps)
     model = await resolve_model(request, body.model)
-    upstream = chat.to_generate_request(body, model, _request_id(request))
+    upstream = chat.to_generate_request(body, model, request_id(request))
     render = chat.ChatRender(body, f"chatcmpl-{uuid.uuid4().hex}", int(time.time()), _tool_parser(request, model))
     async with gate.slot(caller_of(request.scope), model) as slot:
         tracker = _tracker(request, model, "chat", body.stream, body.messages)

@@ -15,8 +15,8 @@ from gateway.responses import objects, translate
 from gateway.responses.protocol import ResponsesRequest, not_found
 from gateway.responses.render import ResponsesRender
 from gateway.responses.store import ChainTooLong, ResponseStore
-from gateway.routers.deps import admission, resolve_model, triton
-from gateway.routers.openai import Generation, _request_id, _tool_parser, _tracker
+from gateway.routers.deps import admission, request_id, resolve_model, triton
+from gateway.routers.openai import Generation, _tool_parser, _tracker
 from gateway.routing.fleet import Fleet
 
 router = APIRouter(tags=["responses"])
@@ -61,7 +61,7 @@ async def create_response(
         raise
     chat_body = with_default_token_limit(chat_body, request.app.state.caps)
     model = await resolve_model(request, body.model)
-    upstream = chat.to_generate_request(chat_body, model, _request_id(request))
+    upstream = chat.to_generate_request(chat_body, model, request_id(request))
     owner, store = _owner(request), _store(request)
 
     async def keep(response: dict[str, Any]) -> None:

@@ -14,12 +14,13 @@ import socket
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
+from functools import partial
 
 import httpx
 
-from gateway.core.upstream import GenerateChunk, GenerateRequest
+from gateway.core.upstream import GenerateChunk, GenerateRequest, TokenizerAnswer, TokenizerCall
 from gateway.errors import OpenAIError
-from gateway.model_map import ModelEntry, ModelMap
+from gateway.model_map import ContextLengths, ModelEntry, ModelMap
 from gateway.observability.federation import parse_families
 from gateway.routing.metrics import RoutingMetrics
 from gateway.routing.picker import Policy, ReplicaView, pick, prefix_key
@@ -48,12 +49,26 @@ def prompt_of(request: GenerateRequest) -> str:
     return ""
 
 
+async def _ask_context_length(client: TritonClient, model: str, version: str) -> int:
+    """A model version's max_model_len, from its backend's answer to tokenizing nothing."""
+    call = TokenizerCall(model, f"max-model-len-{model}", text_input="", model_version=version)
+    return (await client.tokenize_only(call, client.health_timeout_s)).max_model_len
+
+
+def _describes_better(entry: ModelEntry, known: ModelEntry | None) -> bool:
+    """Whether a replica's entry for a model beats another replica's: READY wins, then a known context length."""
+    if known is None:
+        return True
+    return entry.state == "READY" and (known.state != "READY" or known.max_model_len is None)
+
+
 @dataclass
 class Replica:
     url: str
     metrics_url: str
     client: TritonClient
     models: ModelMap
+    context_lengths: ContextLengths
     in_flight: int = 0
     load: ReplicaLoad = field(default_factory=ReplicaLoad)
     reachable: bool = True  # its last model-index refresh answered
@@ -120,7 +135,8 @@ class Fleet:
 
     def _add(self, url: str, metrics_url: str) -> Replica:
         client = self._make_client(url)
-        replica = Replica(url, metrics_url, client, ModelMap(lambda: self._index(replica), self.config.model_refresh_s))
+        models = ModelMap(lambda: self._index(replica), self.config.model_refresh_s)
+        replica = Replica(url, metrics_url, client, models, ContextLengths(partial(_ask_context_length, client)))
         client.breakers.on_open = lambda model: self.metrics.ejections.labels(url, model).inc()
         self.replicas[url] = replica
         self.metrics.replicas.set(len(self.replicas))
@@ -150,7 +166,7 @@ class Fleet:
             replica.client.breakers.reset()
         replica.reachable = True
         replica.server_ready = await replica.client.server_ready()
-        return entries
+        return await replica.context_lengths.annotate(entries)
 
     async def _resolve_dns(self) -> None:
         loop = asyncio.get_running_loop()
@@ -235,7 +251,7 @@ class Fleet:
         merged: dict[str, ModelEntry] = {}
         for entries in answered:
             for entry in entries:
-                if entry.name not in merged or entry.state == "READY":
+                if _describes_better(entry, merged.get(entry.name)):
                     merged[entry.name] = entry
         return list(merged.values())
 
@@ -308,6 +324,20 @@ class Fleet:
                 replica.in_flight -= 1
                 m.in_flight.labels(replica.url).dec()
                 await stream.aclose()  # type: ignore[attr-defined]
+
+    async def tokenize_only(self, call: TokenizerCall) -> TokenizerAnswer:
+        """The answer of a replica serving the model, retried elsewhere when one is unavailable, as a generation is."""
+        started = time.monotonic()
+        tried: set[str] = set()
+        while True:
+            replica, _ = self._choose(call.model, None, tried)
+            try:
+                return await replica.client.tokenize_only(call, self.config.request_timeout_s)
+            except UpstreamError as exc:
+                if not self._may_retry(exc, len(tried), started):
+                    raise
+                tried.add(replica.url)
+                log.info("retrying a tokenize request on another replica: %s failed: %s", replica.url, exc)
 
     def _may_retry(self, exc: UpstreamError, retried: int, started: float) -> bool:
         """Before the first byte only (the caller guarantees it), for UNAVAILABLE-like errors, at most

@@ -7,7 +7,7 @@ STOCK_INPUTS = {
     "return_cumulative_logprob", "return_logprobs", "return_num_input_tokens", "return_num_output_tokens",
 }  # fmt: skip
 STOCK_OUTPUTS = {"text_output", "finish_reason", "cumulative_logprob", "logprobs", "num_input_tokens", "num_output_tokens"}
-OUR_OUTPUTS = {"prompt_logprobs"}
+OUR_OUTPUTS = {"prompt_logprobs", "token_ids", "token_strs", "max_model_len"}  # the last three: tokenize-only
 
 
 def test_every_stock_tensor_is_declared() -> None:

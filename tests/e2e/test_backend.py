@@ -35,12 +35,29 @@ def test_auto_complete_fills_the_stock_interface(triton_http: httpx.Client, mode
     assert {"text_input", "image", "stream", "sampling_parameters", "exclude_input_in_output", "return_finish_reason",
             "return_cumulative_logprob", "return_logprobs", "return_num_input_tokens",
             "return_num_output_tokens"} <= inputs.keys()  # fmt: skip
-    # The stock outputs, and ours: prompt_logprobs.
+    # The stock outputs, and ours: prompt_logprobs, and the tokenize-only answers.
     assert set(outputs) == {"text_output", "finish_reason", "cumulative_logprob", "logprobs", "num_input_tokens",
-                            "num_output_tokens", "prompt_logprobs"}  # fmt: skip
+                            "num_output_tokens", "prompt_logprobs", "token_ids", "token_strs",
+                            "max_model_len"}  # fmt: skip
+    assert inputs["tokenize_only"]["data_type"] == "TYPE_BOOL" and outputs["token_ids"]["data_type"] == "TYPE_INT32"
     assert inputs["stream"]["data_type"] == "TYPE_BOOL" and outputs["num_input_tokens"]["data_type"] == "TYPE_UINT32"
     assert config["model_transaction_policy"]["decoupled"] is True
     assert config["max_batch_size"] == 0
+
+
+def test_tokenize_only_answers_from_the_tokenizer_as_a_generation_reads_the_prompt(
+    triton_http: httpx.Client, model_name: str
+) -> None:
+    tokenized = _generate(triton_http, model_name, text_input=PROMPT, tokenize_only=True, return_token_strs=True)
+    assert tokenized.status_code == 200, tokenized.text
+    body = tokenized.json()
+    assert body["text_output"] == PROMPT and body["max_model_len"] == 2048
+    ids = body["token_ids"] if isinstance(body["token_ids"], list) else [body["token_ids"]]
+    assert len(body["token_strs"]) == len(ids) > 1
+    counted = _generate(triton_http, model_name, text_input=PROMPT, max_tokens=1, return_num_input_tokens=True).json()
+    assert counted["num_input_tokens"] == len(ids)
+    refused = _generate(triton_http, model_name, prompt_token_ids=[1, 10_000_000], tokenize_only=True)
+    assert refused.status_code == 400 and "out of the vocabulary" in refused.text, refused.text
 
 
 def test_generate_endpoint_with_parameters_as_sampling(triton_http: httpx.Client, model_name: str) -> None:

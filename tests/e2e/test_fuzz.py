@@ -25,8 +25,10 @@ FUZZ_EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "240"))
 REQUEST_TIMEOUT_S = 60.0
 # The generation endpoints get most of the examples: their bodies are the large input space.
 SHARES = {
-    ("POST", "/v1/completions"): 0.4,
-    ("POST", "/v1/chat/completions"): 0.4,
+    ("POST", "/v1/completions"): 0.37,
+    ("POST", "/v1/chat/completions"): 0.37,
+    ("POST", "/tokenize"): 0.03,
+    ("POST", "/detokenize"): 0.03,
     ("GET", "/v1/models/{model_id}"): 0.08,
     ("GET", "/v1/models"): 0.03,
     ("GET", "/health/live"): 0.03,

@@ -58,7 +58,8 @@ async def test_generations_are_counted_until_their_response_ends() -> None:
     async with _edge(drain, seen, refused) as client:
         assert (await client.post("/v1/chat/completions", json={})).status_code == 200
         assert (await client.get("/v1/models")).status_code == 200
-    assert seen == [("/v1/chat/completions", 1), ("/v1/models", 0)]
+        assert (await client.post("/tokenize", json={})).status_code == 200
+    assert seen == [("/v1/chat/completions", 1), ("/v1/models", 0), ("/tokenize", 1)]
     assert drain.in_flight == 0 and not refused
 
 

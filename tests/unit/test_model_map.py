@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from gateway.errors import OpenAIError
-from gateway.model_map import ModelEntry, ModelMap
+from gateway.model_map import ContextLengths, ModelEntry, ModelMap
 
 
 class SlowIndex:
@@ -82,3 +82,43 @@ async def test_the_background_refresh_follows_triton_and_stops() -> None:
     calls = index.calls
     await asyncio.sleep(0.05)
     assert index.calls == calls
+
+
+class Backend:
+    """Answers max_model_len questions with `answers[name]` (an int, or an error to raise), counting them."""
+
+    def __init__(self, answers: dict[str, int | OpenAIError]) -> None:
+        self.answers = answers
+        self.asked: list[tuple[str, str]] = []
+
+    async def __call__(self, name: str, version: str) -> int:
+        self.asked.append((name, version))
+        answer = self.answers[name]
+        if isinstance(answer, OpenAIError):
+            raise answer
+        return answer
+
+
+async def test_context_lengths_are_asked_once_per_ready_version() -> None:
+    backend = Backend({"m": 2048, "loading": 1})
+    lengths = ContextLengths(backend)
+    entries = [READY, ModelEntry("loading", "1", "LOADING")]
+    for _ in range(3):
+        annotated = await lengths.annotate(entries)
+    assert [e.max_model_len for e in annotated] == [2048, None]
+    assert backend.asked == [("m", "1")]
+    await lengths.annotate([ModelEntry("m", "1", "UNAVAILABLE")])  # unloaded: asked again once back
+    backend.answers["m"] = 4096
+    assert (await lengths.annotate([READY]))[0].max_model_len == 4096
+    assert backend.asked == [("m", "1"), ("m", "1")]
+
+
+async def test_unavailable_backends_are_asked_again_and_refusing_ones_are_not() -> None:
+    backend = Backend({"down": OpenAIError(503, "unavailable"), "old": OpenAIError(400, "unexpected input")})
+    lengths = ContextLengths(backend)
+    entries = [ModelEntry("down", "1", "READY"), ModelEntry("old", "1", "READY")]
+    for _ in range(2):
+        assert [e.max_model_len for e in await lengths.annotate(entries)] == [None, None]
+    assert backend.asked.count(("down", "1")) == 2 and backend.asked.count(("old", "1")) == 1
+    backend.answers["down"] = 512
+    assert (await lengths.annotate(entries))[0].max_model_len == 512

@@ -66,6 +66,8 @@ def _with(obj: dict[str, Any], path: tuple[Any, ...], value: Any) -> dict[str, A
         ("Model", MODEL),
         ("ListModelsResponse", {"object": "list", "data": [MODEL]}),
         ("ListModelsResponse", {"object": "list", "data": []}),
+        ("Model", {**MODEL, "max_model_len": 2048}),  # vLLM's model card field, as /v1/models sends it
+        ("ListModelsResponse", {"object": "list", "data": [{**MODEL, "max_model_len": None}]}),
     ],
 )
 def test_conforming_objects_pass(schema: str, instance: dict[str, Any]) -> None:

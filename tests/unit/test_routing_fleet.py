@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 import pytest
 from prometheus_client import CollectorRegistry
 
-from gateway.core.upstream import GenerateChunk, GenerateRequest
+from gateway.core.upstream import GenerateChunk, GenerateRequest, TokenizerAnswer, TokenizerCall
 from gateway.model_map import ModelEntry
 from gateway.resilience.breaker import BreakerBoard
 from gateway.routing.fleet import Fleet, FleetConfig
@@ -24,6 +24,9 @@ class FakeReplica:
         self.behaviour = behaviour  # "ok", "unavailable", "unavailable_mid", "bad_request"
         self.breakers = BreakerBoard(0, 0)
         self.calls = 0
+        self.health_timeout_s = 1.0
+        self.max_model_len = 2048
+        self.tokenize_calls: list[TokenizerCall] = []
 
     async def repository_index(self) -> list[ModelEntry]:
         return [ModelEntry("m", "1", "READY")]
@@ -36,6 +39,12 @@ class FakeReplica:
 
     def cut_streams(self, error: object) -> int:
         return 0
+
+    async def tokenize_only(self, call: TokenizerCall, timeout_s: float) -> TokenizerAnswer:
+        self.tokenize_calls.append(call)
+        if self.behaviour == "unavailable":
+            raise UpstreamError(503, "Triton is unavailable", retryable=True)
+        return TokenizerAnswer(self.url, [1], self.max_model_len)
 
     async def generate(self, request: GenerateRequest) -> AsyncIterator[GenerateChunk]:
         self.calls += 1
@@ -109,6 +118,29 @@ def test_in_flight_counts_return_to_zero() -> None:
         for _ in range(6):
             await _texts(fleet)
         assert [r.in_flight for r in fleet.replicas.values()] == [0, 0]
+        await fleet.close()
+
+    asyncio.run(scenario())
+
+
+def test_tokenize_calls_are_retried_on_another_replica_like_generations() -> None:
+    async def scenario() -> None:
+        fleet, fakes = await _fleet({"a:1": "unavailable", "b:1": "ok"}, policy="round_robin")
+        user_calls = lambda fake: [c for c in fake.tokenize_calls if c.request_id == "id"]  # noqa: E731
+        for _ in range(2):
+            assert (await fleet.tokenize_only(TokenizerCall("m", "id", text_input="hi"))).text == "b:1"
+        assert len(user_calls(fakes["a:1"])) == 1 and len(user_calls(fakes["b:1"])) == 2
+        await fleet.close()
+
+    asyncio.run(scenario())
+
+
+def test_the_merged_index_carries_a_context_length_from_a_replica_that_told_it() -> None:
+    async def scenario() -> None:
+        fleet, fakes = await _fleet({"a:1": "unavailable", "b:1": "ok"})
+        assert [(e.name, e.max_model_len) for e in await fleet.refresh()] == [("m", 2048)]
+        probe = next(c for c in fakes["b:1"].tokenize_calls)
+        assert (probe.model, probe.model_version, probe.text_input) == ("m", "1", "")
         await fleet.close()
 
     asyncio.run(scenario())

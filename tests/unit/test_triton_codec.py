@@ -5,8 +5,14 @@ import struct
 
 from tritonclient.grpc import service_pb2 as pb
 
-from gateway.core.triton_codec import decode_bytes, decode_response, encode_request
-from gateway.core.upstream import GenerateRequest
+from gateway.core.triton_codec import (
+    decode_bytes,
+    decode_response,
+    decode_tokenizer_answer,
+    encode_request,
+    encode_tokenizer_call,
+)
+from gateway.core.upstream import GenerateRequest, TokenizerCall
 
 
 def _inputs(message: pb.ModelInferRequest) -> dict[str, tuple[str, bytes]]:
@@ -84,3 +90,46 @@ def test_token_id_prompts_are_sent_as_int32() -> None:
     inputs = _inputs(encode_request(request))
     assert "text_input" not in inputs
     assert inputs["prompt_token_ids"] == ("INT32", struct.pack("<3i", 1, 2, 70000))
+
+
+def test_tokenizer_call_encoding() -> None:
+    call = TokenizerCall("m", "r", text_input="hi", add_special_tokens=False, return_token_strs=True, model_version="2")
+    message = encode_tokenizer_call(call)
+    inputs = _inputs(message)
+    assert (message.model_name, message.model_version, message.id) == ("m", "2", "r")
+    assert decode_bytes(inputs["text_input"][1]) == ["hi"]
+    assert inputs["tokenize_only"] == ("BOOL", b"\x01")
+    assert inputs["add_special_tokens"] == ("BOOL", b"\x00")
+    assert inputs["return_token_strs"] == ("BOOL", b"\x01")
+    assert not {"sampling_parameters", "stream", "return_finish_reason"} & inputs.keys()
+    detokenize = _inputs(encode_tokenizer_call(TokenizerCall("m", "r", prompt_token_ids=[7, 2**31 - 1])))
+    assert detokenize["prompt_token_ids"] == ("INT32", struct.pack("<2i", 7, 2**31 - 1))
+    assert not {"add_special_tokens", "return_token_strs", "text_input"} & detokenize.keys()
+
+
+def _response(outputs: list[tuple[str, str, bytes]]) -> pb.ModelInferResponse:
+    response = pb.ModelInferResponse()
+    for name, datatype, raw in outputs:
+        tensor = response.outputs.add()
+        tensor.name, tensor.datatype = name, datatype
+        response.raw_output_contents.append(raw)
+    return response
+
+
+def test_tokenizer_answer_decoding() -> None:
+    answer = decode_tokenizer_answer(_response([
+        ("text_output", "BYTES", _bytes_tensor(["Hi there"])),
+        ("token_ids", "INT32", struct.pack("<3i", 1, 2, 49151)),
+        ("max_model_len", "UINT32", struct.pack("<I", 2048)),
+        ("token_strs", "BYTES", _bytes_tensor(["<s>", "Hi", "Ġthere"])),
+    ]))  # fmt: skip
+    assert answer is not None
+    assert (answer.text, answer.token_ids, answer.max_model_len) == ("Hi there", [1, 2, 49151], 2048)
+    assert answer.token_strs == ["<s>", "Hi", "Ġthere"]
+    empty = decode_tokenizer_answer(_response([
+        ("text_output", "BYTES", _bytes_tensor([""])),
+        ("token_ids", "INT32", b""),
+        ("max_model_len", "UINT32", struct.pack("<I", 8)),
+    ]))  # fmt: skip
+    assert empty is not None and (empty.text, empty.token_ids, empty.token_strs) == ("", [], None)
+    assert decode_tokenizer_answer(pb.ModelInferResponse()) is None  # an empty final response
