@@ -66,3 +66,12 @@ def triton_libs_dir() -> Path:
 def python_lib_dir() -> Path:
     """Folder of the running interpreter's libpython, so the stub embeds that exact build."""
     return Path(sysconfig.get_config_var("LIBDIR"))
+
+
+# A virtual environment whose vLLM the backend's stub runs instead of the project's (make test-compat).
+BACKEND_VENV_VAR = "LOCALSTACK_BACKEND_VENV"
+
+
+def backend_venv_from_env() -> Path | None:
+    value = os.environ.get(BACKEND_VENV_VAR, "").strip()
+    return Path(value) if value else None

@@ -112,3 +112,10 @@ def keep_off_compute_cores(roots: Iterable[psutil.Process]) -> set[int]:
         elif name.startswith(ENGINE_CORE_NAME):
             _lower_priority(process, ENGINE_CORE_NICE)
     return cores
+
+
+def replica_engine_core(index: int) -> int:
+    """The core replica `index`'s engine computes on: the allowed cores in turn. Left to itself, vLLM binds every
+    engine to all cores but the last, so the replicas' engines shared one core and took turns busy-waiting."""
+    cores = sorted(os.sched_getaffinity(0))
+    return cores[index % len(cores)]

@@ -18,6 +18,7 @@ from typing import Any
 import psutil
 
 from gateway.settings import Settings
+from localstack.model_choice import FAST_MODEL_MEMORY_SHARE as LEAST_SHARE  # the worker process alone needs it
 from localstack.model_choice import ServedModel, repository_models
 from localstack.model_repo import ENGINE_MEMORY_SHARE, write_model_repository
 from localstack.paths import (
@@ -25,25 +26,17 @@ from localstack.paths import (
     DEFAULT_MODEL_NAME,
     REPO_ROOT,
     CachePaths,
+    backend_venv_from_env,
     default_cache_dir,
     python_lib_dir,
     triton_libs_dir,
 )
 from localstack.net import free_port, http_ok
-from localstack.placement import engine_layout, keep_off_compute_cores
+from localstack.placement import engine_layout, keep_off_compute_cores, replica_engine_core
 from localstack.processes import ENGINE_SESSION_NICE, RUN_MARKER, Service, SignalFlag, stray_processes, wait_until
 
 
 REPLICA_PORT_STEP = 100
-
-# A virtual environment whose vLLM the backend's stub runs instead of the project's (make test-compat).
-BACKEND_VENV_VAR = "LOCALSTACK_BACKEND_VENV"
-
-
-def backend_venv_from_env() -> Path | None:
-    value = os.environ.get(BACKEND_VENV_VAR, "").strip()
-    return Path(value) if value else None
-
 
 # Triton's Python backend hands every response a model sends to a thread pool of its model instance, 32
 # threads unless told otherwise. Our backend sends one response at a time, from one thread, so two threads
@@ -95,6 +88,9 @@ class StackConfig:
     keep_off_engine_cores: bool = True
     # Triton replicas, each with its own engine, behind the one gateway; replica i listens on the ports + 100 * i.
     replicas: int = 1
+    # The core this stack's engine computes on (VLLM_CPU_OMP_THREADS_BIND); None: vLLM's choice, every core but
+    # the last, which put the engines of all replicas on one core, where they took turns busy-waiting.
+    engine_core: int | None = None
     # The venv the stub's Python (and so vLLM) comes from; None: the one running this code. It must be built
     # on the same interpreter, whose libpython the stub embeds.
     backend_venv: Path | None = field(default_factory=backend_venv_from_env)
@@ -111,6 +107,7 @@ class StackConfig:
             metrics_port=self.metrics_port + offset,
             replicas=1,
             keep_off_engine_cores=False,
+            engine_core=replica_engine_core(index),
         )
 
     @classmethod
@@ -127,12 +124,9 @@ class StackConfig:
 
 class LocalStack:
     def __init__(self, config: StackConfig) -> None:
-        if config.replicas > 1:  # each engine gets its share of what one would reserve
-            config = replace(
-                config,
-                engine_memory_share=config.engine_memory_share / config.replicas,
-                keep_off_engine_cores=False,
-            )
+        if config.replicas > 1:  # each engine gets its share of what one would reserve, but what any engine needs
+            share = max(config.engine_memory_share / config.replicas, min(config.engine_memory_share, LEAST_SHARE))
+            config = replace(config, engine_memory_share=share, keep_off_engine_cores=False, engine_core=replica_engine_core(0))
         self.config = config
         # Replicas 2..N: Triton only, each a stack of its own; the gateway (this stack's) spreads over all.
         self.replicas = [LocalStack(config.replica(i)) for i in range(1, config.replicas)]
@@ -183,6 +177,8 @@ class LocalStack:
         # Inherited by every process Triton starts (stubs, engines), so strays can be found later.
         env[RUN_MARKER] = str(self.config.run_dir)
         env["HF_HUB_OFFLINE"] = "1"
+        if self.config.engine_core is not None:
+            env["VLLM_CPU_OMP_THREADS_BIND"] = str(self.config.engine_core)
         env.pop("PYTHONPATH", None)
         return env
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from localstack.stack import LocalStack, StackConfig
@@ -15,6 +16,21 @@ def test_replicas_get_their_own_ports_folders_and_memory_share(tmp_path: Path) -
     assert (second.http_port, second.grpc_port, second.metrics_port) == (8100, 8101, 8102)
     assert second.run_dir == tmp_path / "replica-1" and not second.keep_off_engine_cores
     assert abs(stack.config.engine_memory_share - 0.1) < 1e-9 and abs(second.engine_memory_share - 0.1) < 1e-9
+
+
+def test_a_small_share_is_not_split_below_what_an_engine_needs(tmp_path: Path) -> None:
+    """The fast model's 0.05 already is about the least an engine starts with (its worker alone is 0.7 GiB):
+    halved, vLLM found no room for a KV cache and `make up REPLICAS=2 MODEL=tiny-random-llama` failed."""
+    stack = LocalStack(StackConfig(run_dir=tmp_path, replicas=2, engine_memory_share=0.05))
+    assert stack.config.engine_memory_share == 0.05 and stack.replicas[0].config.engine_memory_share == 0.05
+
+
+def test_each_replica_engine_computes_on_a_core_of_its_own(tmp_path: Path) -> None:
+    cores = sorted(os.sched_getaffinity(0))
+    stack = LocalStack(StackConfig(run_dir=tmp_path, replicas=2))
+    bound = [s._triton_env()["VLLM_CPU_OMP_THREADS_BIND"] for s in (stack, stack.replicas[0])]
+    assert bound == [str(cores[0]), str(cores[1 % len(cores)])]
+    assert "VLLM_CPU_OMP_THREADS_BIND" not in LocalStack(StackConfig(run_dir=tmp_path))._triton_env()
 
 
 def test_the_gateway_spreads_over_every_replica(tmp_path: Path) -> None:
