@@ -11,7 +11,7 @@ from typing import Any
 from localstack.net import http_ok
 from localstack.model_repo import ENGINE_MEMORY_SHARE, cpu_engine_args
 from localstack.paths import DEFAULT_MODEL_NAME
-from localstack.processes import ENGINE_SESSION_NICE, Service, wait_until
+from localstack.processes import ENGINE_SESSION_NICE, Service, lower_session_priority, wait_until
 
 
 class VllmServeError(RuntimeError):
@@ -84,11 +84,12 @@ class VllmServer:
 
     def start(self, timeout_s: float = 900.0) -> "VllmServer":
         argv = serve_argv(self.model_dir, self.port, self.served_name, self.memory_share, self.overrides)
-        self.service = Service("vllm-serve", argv, _env(), self.log_path, session_nice=ENGINE_SESSION_NICE)
+        self.service = Service("vllm-serve", argv, _env(), self.log_path)
         if not wait_until(lambda: http_ok(f"{self.url}/health"), timeout_s, 1.0, self.service):
             tail = self.service.log_tail()
             self.stop()
             raise VllmServeError(f"vllm serve did not become healthy:\n{tail}")
+        lower_session_priority(self.service.pid, ENGINE_SESSION_NICE)  # as the local stack ranks Triton's
         return self
 
     def stop(self) -> None:

@@ -30,6 +30,8 @@ def lower_session_priority(pid: int, nice: int) -> bool:
     that left a process of another session (the gateway, a client) unscheduled for one to three seconds at a
     time while a stream ran, with the bytes waiting in its socket (measured with `vllm serve` as much as with
     Triton). The session's nice value is the one knob that reaches the group; raising it needs no privilege.
+    Callers rank a session once its engine has loaded: Triton 2.51 waits forever for a stub that misses one
+    health check (a second) during a load, and a lower rank makes that likelier on a busy machine.
     """
     try:
         Path(f"/proc/{pid}/autogroup").write_text(str(nice))
@@ -39,17 +41,9 @@ def lower_session_priority(pid: int, nice: int) -> bool:
 
 
 class Service:
-    """One child process with its log file, in a session of its own (`session_nice` ranks that session)."""
+    """One child process with its log file, in a session of its own."""
 
-    def __init__(
-        self,
-        name: str,
-        argv: list[str],
-        env: dict[str, str],
-        log_path: Path,
-        cwd: Path | None = None,
-        session_nice: int = 0,
-    ):
+    def __init__(self, name: str, argv: list[str], env: dict[str, str], log_path: Path, cwd: Path | None = None):
         self.name = name
         self.log_path = log_path
         log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -63,8 +57,6 @@ class Service:
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
-        if session_nice:
-            lower_session_priority(self.pid, session_nice)
 
     @property
     def pid(self) -> int:

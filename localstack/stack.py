@@ -33,7 +33,8 @@ from localstack.paths import (
 )
 from localstack.net import free_port, http_ok
 from localstack.placement import engine_layout, keep_off_compute_cores, replica_engine_core
-from localstack.processes import ENGINE_SESSION_NICE, RUN_MARKER, Service, SignalFlag, stray_processes, wait_until
+from localstack.processes import ENGINE_SESSION_NICE, RUN_MARKER, Service, SignalFlag, lower_session_priority
+from localstack.processes import stray_processes, wait_until
 
 
 REPLICA_PORT_STEP = 100
@@ -223,7 +224,7 @@ class LocalStack:
             *(f"--load-model={model}" for model in models),
             "--log-verbose=0",
         ]
-        return Service(name, argv, self._triton_env(), cfg.run_dir / "triton.log", session_nice=ENGINE_SESSION_NICE)
+        return Service(name, argv, self._triton_env(), cfg.run_dir / "triton.log")
 
     def wait_triton_ready(self) -> None:
         urls = [f"{self.triton_http_url}/v2/models/{name}/ready" for name in self.served_models()]
@@ -234,6 +235,8 @@ class LocalStack:
             raise StackError("interrupted while Triton was starting")
         if not ready:
             raise StackError(f"Triton did not become ready:\n{self.triton.log_tail() if self.triton else ''}")
+        # Only once loaded: Triton 2.51 waits forever for a stub that misses a health check during a load.
+        lower_session_priority(self.triton.pid, ENGINE_SESSION_NICE)
 
     def gateway_service(self, name: str, port: int, extra_env: dict[str, str] | None = None) -> Service:
         """A gateway process in front of this stack's Triton (started; the caller stops it)."""

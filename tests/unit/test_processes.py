@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from localstack.processes import Service, wait_until
+from localstack.processes import Service, lower_session_priority, wait_until
 
 
 def test_wait_until_gives_up_when_told_to() -> None:
@@ -30,8 +30,9 @@ def test_an_engine_session_is_ranked_below_the_others(tmp_path: Path) -> None:
     """The kernel schedules each session as a group: the nice value must land on the service's session."""
     if not Path(f"/proc/{os.getpid()}/autogroup").exists():
         pytest.skip("this kernel has no autogroup scheduling")
-    service = Service("sleeper", ["sleep", "30"], dict(os.environ), tmp_path / "sleeper.log", session_nice=10)
+    service = Service("sleeper", ["sleep", "30"], dict(os.environ), tmp_path / "sleeper.log")
     try:
+        assert lower_session_priority(service.pid, 10)
         assert Path(f"/proc/{service.pid}/autogroup").read_text().split()[-1] == "10"
         assert Path(f"/proc/{os.getpid()}/autogroup").read_text() != Path(f"/proc/{service.pid}/autogroup").read_text()
     finally:
