@@ -11,7 +11,7 @@ from typing import Any
 from localstack.net import http_ok
 from localstack.model_repo import ENGINE_MEMORY_SHARE, cpu_engine_args
 from localstack.paths import DEFAULT_MODEL_NAME
-from localstack.processes import ENGINE_SESSION_NICE, Service, lower_session_priority, wait_until
+from localstack.processes import Service, engine_session_nice, lower_session_priority, wait_until
 
 
 class VllmServeError(RuntimeError):
@@ -89,7 +89,7 @@ class VllmServer:
             tail = self.service.log_tail()
             self.stop()
             raise VllmServeError(f"vllm serve did not become healthy:\n{tail}")
-        lower_session_priority(self.service.pid, ENGINE_SESSION_NICE)  # as the local stack ranks Triton's
+        lower_session_priority(self.service.pid, engine_session_nice())  # as the local stack ranks Triton's
         return self
 
     def stop(self) -> None:

@@ -20,6 +20,12 @@ import psutil
 # How much lower than everything else the scheduler ranks a session that runs a CPU engine (Triton with vLLM,
 # or `vllm serve`): see `lower_session_priority`.
 ENGINE_SESSION_NICE = 10
+# Overrides it (0: leave the rank alone); the test session sets 0, see tests/conftest.py.
+ENGINE_SESSION_NICE_VAR = "LOCALSTACK_ENGINE_SESSION_NICE"
+
+
+def engine_session_nice() -> int:
+    return int(os.environ.get(ENGINE_SESSION_NICE_VAR, ENGINE_SESSION_NICE))
 
 
 def lower_session_priority(pid: int, nice: int) -> bool:
@@ -33,6 +39,8 @@ def lower_session_priority(pid: int, nice: int) -> bool:
     Callers rank a session once its engine has loaded: Triton 2.51 waits forever for a stub that misses one
     health check (a second) during a load, and a lower rank makes that likelier on a busy machine.
     """
+    if nice == 0:
+        return False
     try:
         Path(f"/proc/{pid}/autogroup").write_text(str(nice))
         return True

@@ -33,7 +33,7 @@ from localstack.paths import (
 )
 from localstack.net import free_port, http_ok
 from localstack.placement import engine_layout, keep_off_compute_cores, replica_engine_core
-from localstack.processes import ENGINE_SESSION_NICE, RUN_MARKER, Service, SignalFlag, lower_session_priority
+from localstack.processes import RUN_MARKER, Service, SignalFlag, engine_session_nice, lower_session_priority
 from localstack.processes import stray_processes, wait_until
 
 
@@ -236,7 +236,7 @@ class LocalStack:
         if not ready:
             raise StackError(f"Triton did not become ready:\n{self.triton.log_tail() if self.triton else ''}")
         # Only once loaded: Triton 2.51 waits forever for a stub that misses a health check during a load.
-        lower_session_priority(self.triton.pid, ENGINE_SESSION_NICE)
+        lower_session_priority(self.triton.pid, engine_session_nice())
 
     def gateway_service(self, name: str, port: int, extra_env: dict[str, str] | None = None) -> Service:
         """A gateway process in front of this stack's Triton (started; the caller stops it)."""

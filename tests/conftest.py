@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -10,7 +11,7 @@ import pytest
 from localstack.model_choice import resolve_model
 from localstack.net import free_port
 from localstack.paths import FAST_MODEL_NAME, CachePaths, default_cache_dir
-from localstack.processes import stop_on_sigterm
+from localstack.processes import ENGINE_SESSION_NICE_VAR, stop_on_sigterm
 from localstack.stack import LocalStack, StackConfig, stray_processes
 from tests.redis_server import redis_server
 
@@ -18,6 +19,9 @@ from tests.redis_server import redis_server
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "disruptive: kills parts of the shared stack; runs after every other test")
     stop_on_sigterm()  # a run stopped from outside still stops the stack
+    # The tests' stacks keep the engine's session at the default rank (`make up` and the benchmarks rank it
+    # lower): ranked lower, the fleet tests' paused engines sometimes failed to start their streams in time.
+    os.environ.setdefault(ENGINE_SESSION_NICE_VAR, "0")
 
 
 # First, so that `-m "not stack"` sees the marker when it deselects.

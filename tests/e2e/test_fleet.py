@@ -17,7 +17,7 @@ import pytest
 from localstack.net import free_port
 from localstack.processes import Service, wait_until
 from localstack.stack import LocalStack
-from tests.engine_counts import PausedEngine, engine_paused
+from tests.engine_counts import EngineCounts, PausedEngine, engine_paused
 from tests.metrics_text import sample_value
 
 
@@ -119,12 +119,20 @@ async def _step_until_started(engines: PausedEngine, firsts: list[asyncio.Event]
     for _ in range(100):
         if all(first.is_set() for first in firsts):
             break
-        await asyncio.to_thread(engines.run_for, 0.005)
+        # 20 ms: with the engine's session ranked below the gateway's, a 5 ms window sometimes passed with no step.
+        await asyncio.to_thread(engines.run_for, 0.02)
         await asyncio.sleep(0.05)
     return sum(first.is_set() for first in firsts)
 
 
+def _engines_idle(fleet: Fleet) -> bool:
+    counts = [EngineCounts.read(s.triton_metrics_url, fleet.model) for s in (fleet.a, fleet.b)]
+    return all(c.running == 0 and c.waiting == 0 for c in counts)
+
+
 def test_a_replica_killed_under_load_fails_no_request_that_had_not_started(fleet: Fleet) -> None:
+    # Requests left by earlier tests would hold the new streams back while the engines run in short steps.
+    assert wait_until(lambda: _engines_idle(fleet), 120, 0.5), "the engines did not go idle"
     on_b = fleet.requests_on(fleet.b)
 
     async def scenario() -> tuple[list[tuple[int, list[str]]], list[tuple[int, list[str]]]]:

@@ -13,12 +13,17 @@ import httpx
 import pytest
 import requests
 import schemathesis
+import schemathesis.specs.openapi.schemas  # noqa: F401  imported at collection, see below
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from schemathesis import GenerationMode
 
 from localstack.stack import LocalStack
 from tests.fuzz_checks import ERROR_KEYS, stream_problems, tame_body
+
+# schemathesis loads its OpenAPI modules on first use. Loaded that late, deep in a fixture's stack, pytest's
+# assertion rewriting of them hit CPython 3.11.7's "AST constructor recursion depth mismatch" (SystemError) in a
+# fresh-clone CI run; imported above, at collection, they load at a shallow depth.
 
 FUZZ_EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "240"))
 # A request that hangs fails the test instead of stalling it: small generations take well under a second.

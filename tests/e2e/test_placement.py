@@ -5,14 +5,13 @@ computes on its own core."""
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import httpx
 import psutil
 import pytest
 
 from localstack.placement import ENGINE_CORE_NAME, ENGINE_CORE_NICE, ENGINE_WORKER_NAME, VLLM_PROCESS_PREFIX
-from localstack.processes import ENGINE_SESSION_NICE, wait_until
+from localstack.processes import wait_until
 from localstack.stack import PLACEMENT_CHECK_S, LocalStack
 
 
@@ -70,15 +69,3 @@ def test_a_reloaded_engine_still_computes_off_the_serving_cores(stack: LocalStac
     if stack.serving_cores:
         assert wait_until(lambda: _engine_core_nice(stack) == {ENGINE_CORE_NICE}, 10 * PLACEMENT_CHECK_S)
 
-
-def _session_nice(pid: int) -> str:
-    return Path(f"/proc/{pid}/autogroup").read_text().split()[-1]
-
-
-def test_the_engine_session_ranks_below_the_gateway_once_loaded(stack: LocalStack) -> None:
-    """A busy-polling CPU engine otherwise kept the gateway (another session) off the CPU for seconds at a time."""
-    if not Path(f"/proc/{os.getpid()}/autogroup").exists():
-        pytest.skip("this kernel has no autogroup scheduling")
-    assert stack.triton is not None and stack.gateway is not None
-    assert _session_nice(stack.triton.pid) == str(ENGINE_SESSION_NICE)
-    assert _session_nice(stack.gateway.pid) == "0"
