@@ -159,10 +159,11 @@ def test_a_replica_killed_under_load_fails_no_request_that_had_not_started(fleet
     # then, although its engine ran only in short steps; not understood yet.)
     for status, events in running:
         assert status == 200 and events[-1] == "data: [DONE]", events[-2:]
-        if '"error"' in events[-2]:
-            assert json.loads(events[-2].removeprefix("data: "))["error"]["type"] == "service_unavailable"
+        last = json.loads(events[-2].removeprefix("data: "))  # parsed: random text may hold the word "error"
+        if "error" in last:
+            assert last["error"]["type"] == "service_unavailable"
         else:
-            assert json.loads(events[-2].removeprefix("data: "))["choices"][0]["finish_reason"] == "length"
+            assert last["choices"][0]["finish_reason"] == "length"
     ready = httpx.get(f"{fleet.url}/health/ready", timeout=10)
     assert ready.status_code == 200  # the required model is still served by replica A
     states = {r["url"]: r["state"] for r in ready.json()["replicas"]}
