@@ -8,8 +8,6 @@ import threading
 import time
 from pathlib import Path
 
-import pytest
-
 from localstack.processes import Service, lower_session_priority, wait_until
 
 
@@ -28,8 +26,6 @@ def test_wait_until_still_succeeds() -> None:
 
 def test_an_engine_session_is_ranked_below_the_others(tmp_path: Path) -> None:
     """The kernel schedules each session as a group: the nice value must land on the service's session."""
-    if not Path(f"/proc/{os.getpid()}/autogroup").exists():
-        pytest.skip("this kernel has no autogroup scheduling")
     service = Service("sleeper", ["sleep", "30"], dict(os.environ), tmp_path / "sleeper.log")
     try:
         assert lower_session_priority(service.pid, 10)
