@@ -7,7 +7,8 @@ import shutil
 from pathlib import Path
 
 from localstack.paths import DEFAULT_MODEL_NAME
-from localstack.stack import LocalStack, StackConfig, StackError
+from localstack.stack import LocalStack, StackError
+from localstack.stack_config import StackConfig
 
 FAKE_MODEL_SOURCE = Path(__file__).with_name("fake_model.py")
 SLOW_MODEL_NAME = f"{DEFAULT_MODEL_NAME}-slow"

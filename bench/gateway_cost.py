@@ -15,7 +15,7 @@ from localstack.net import free_port, http_ok
 from bench.proc_stats import Usage, Watch
 from localstack.paths import DEFAULT_MODEL_NAME, REPO_ROOT
 from localstack.processes import Service, wait_until
-from localstack.stack import StackConfig
+from localstack.stack_config import StackConfig
 
 
 @dataclass

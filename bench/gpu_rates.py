@@ -24,7 +24,8 @@ from bench.vllm_serve import VllmServer
 from localstack.model_choice import memory_share, resolve_model
 from localstack.net import free_port
 from localstack.paths import FAST_MODEL_NAME
-from localstack.stack import LocalStack, StackConfig
+from localstack.stack import LocalStack
+from localstack.stack_config import StackConfig
 
 SYSTEMS = ("E", "A", "B", "C", "C'")
 CONCURRENCIES = (1, 64, 256, 512)

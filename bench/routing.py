@@ -23,7 +23,8 @@ from localstack.model_repo import write_model_repository
 from localstack.net import free_port, http_ok
 from localstack.paths import FAST_MODEL_NAME, CachePaths, default_cache_dir
 from localstack.processes import Service, wait_until
-from localstack.stack import LocalStack, StackConfig
+from localstack.stack import LocalStack
+from localstack.stack_config import StackConfig
 
 REPLICAS = 2
 BLOCK_TOKENS = 128  # vLLM's CPU block size unless told otherwise (vllm/platforms/cpu.py)

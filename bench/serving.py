@@ -21,7 +21,8 @@ from bench.vllm_bench import run_vllm_bench
 from bench.vllm_serve import VllmServer
 from localstack.paths import DEFAULT_MODEL_NAME
 from localstack.model_repo import ENGINE_MEMORY_SHARE
-from localstack.stack import LocalStack, StackConfig
+from localstack.stack import LocalStack
+from localstack.stack_config import StackConfig
 
 BACKENDS = ("openai", "openai-chat")
 

@@ -7,45 +7,25 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
-from contextlib import contextmanager
 import sys
 import threading
-from dataclasses import dataclass, field, replace
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 import psutil
 
 from gateway.settings import Settings
-from localstack.model_choice import FAST_MODEL_MEMORY_SHARE as LEAST_SHARE  # the worker process alone needs it
-from localstack.model_choice import ServedModel, repository_models
-from localstack.model_repo import ENGINE_MEMORY_SHARE, write_model_repository
-from localstack.paths import (
-    BACKEND_DIR,
-    DEFAULT_MODEL_NAME,
-    REPO_ROOT,
-    CachePaths,
-    backend_venv_from_env,
-    default_cache_dir,
-    python_lib_dir,
-    triton_libs_dir,
-)
+from localstack.model_choice import repository_models
+from localstack.model_repo import write_model_repository
 from localstack.net import free_port, http_ok
-from localstack.placement import engine_layout, keep_off_compute_cores, replica_engine_core
+from localstack.paths import REPO_ROOT
+from localstack.placement import engine_layout, keep_off_compute_cores
 from localstack.processes import RUN_MARKER, Service, SignalFlag, engine_session_nice, lower_session_priority
 from localstack.processes import stray_processes, wait_until
+from localstack.stack_config import StackConfig
+from localstack.triton_server import backends_dir, triton_argv, triton_env
 
-
-REPLICA_PORT_STEP = 100
-
-# Triton's Python backend hands every response a model sends to a thread pool of its model instance, 32
-# threads unless told otherwise. Our backend sends one response at a time, from one thread, so two threads
-# are plenty; with 32, Triton and the stub spent about 30% more CPU per streamed token (README, Performance).
-PYTHON_BACKEND_THREADS = 2
-
-# gRPC request/response objects Triton keeps for reuse (default 8): at least the streams in flight, or it allocates.
-GRPC_INFER_ALLOCATION_POOL_SIZE = 512
 
 # How often the stack looks for engines started after it placed its processes (a model loaded or restarted).
 PLACEMENT_CHECK_S = 1.0
@@ -56,81 +36,15 @@ GATEWAY_STOP_MARGIN_S = 15.0
 STRAGGLER_WAIT_S = 5.0
 
 
-def python_backend_args(shm_prefix: str) -> list[str]:
-    """Triton's options for its Python backend. Distinct shared-memory names let several servers share a machine."""
-    return [
-        f"--backend-config=python,shm-region-prefix-name={shm_prefix}",
-        f"--backend-config=python,thread-pool-size={PYTHON_BACKEND_THREADS}",
-    ]
-
-
 class StackError(RuntimeError):
     """The stack could not start; the message carries the failing service's last log lines."""
 
 
-@dataclass
-class StackConfig:
-    run_dir: Path
-    cache: CachePaths = field(default_factory=lambda: CachePaths(default_cache_dir()))
-    http_port: int = 8000
-    grpc_port: int = 8001
-    metrics_port: int = 8002
-    gateway_port: int = 9000
-    gateway_host: str = "127.0.0.1"
-    model_name: str = DEFAULT_MODEL_NAME
-    # The Hugging Face folder served as `model_name`; None: the prepared default model.
-    model_dir: Path | None = None
-    # A Triton model repository served as it is (every model in it); `model_dir` is then unused.
-    model_repository: Path | None = None
-    start_timeout_s: float = 600.0
-    gateway_env: dict[str, str] = field(default_factory=dict)
-    engine_memory_share: float = ENGINE_MEMORY_SHARE
-    # Triton, its stubs and the gateway on the cores vLLM's CPU workers leave free (localstack.placement).
-    keep_off_engine_cores: bool = True
-    # Triton replicas, each with its own engine, behind the one gateway; replica i listens on the ports + 100 * i.
-    replicas: int = 1
-    # The core this stack's engine computes on (VLLM_CPU_OMP_THREADS_BIND); None: vLLM's choice, every core but
-    # the last, which put the engines of all replicas on one core, where they took turns busy-waiting.
-    engine_core: int | None = None
-    # The venv the stub's Python (and so vLLM) comes from; None: the one running this code. It must be built
-    # on the same interpreter, whose libpython the stub embeds.
-    backend_venv: Path | None = field(default_factory=backend_venv_from_env)
-
-    def replica(self, index: int) -> "StackConfig":
-        """The configuration of replica `index` (1 and up): its own ports and run folder, a share of the memory,
-        and no core placement (two engines on one machine's cores, placement tuned for one does not apply)."""
-        offset = REPLICA_PORT_STEP * index
-        return replace(
-            self,
-            run_dir=self.run_dir / f"replica-{index}",
-            http_port=self.http_port + offset,
-            grpc_port=self.grpc_port + offset,
-            metrics_port=self.metrics_port + offset,
-            replicas=1,
-            keep_off_engine_cores=False,
-            engine_core=replica_engine_core(index),
-        )
-
-    @classmethod
-    def serving(cls, model: ServedModel, **settings: Any) -> "StackConfig":
-        """A stack serving one Hugging Face folder under its name, with that model's memory share and placement."""
-        settings.setdefault("keep_off_engine_cores", model.keep_off_engine_cores)
-        return cls(model_name=model.name, model_dir=model.folder, engine_memory_share=model.memory_share, **settings)
-
-    @classmethod
-    def serving_repository(cls, repository: Path, **settings: Any) -> "StackConfig":
-        """A stack serving a whole model repository; `model_name` is its first model, for messages and tests."""
-        return cls(model_name=repository_models(repository)[0], model_repository=repository, **settings)
-
-
 class LocalStack:
     def __init__(self, config: StackConfig) -> None:
-        if config.replicas > 1:  # each engine gets its share of what one would reserve, but what any engine needs
-            share = max(config.engine_memory_share / config.replicas, min(config.engine_memory_share, LEAST_SHARE))
-            config = replace(config, engine_memory_share=share, keep_off_engine_cores=False, engine_core=replica_engine_core(0))
-        self.config = config
+        self.config = config.first_of_replicas()
         # Replicas 2..N: Triton only, each a stack of its own; the gateway (this stack's) spreads over all.
-        self.replicas = [LocalStack(config.replica(i)) for i in range(1, config.replicas)]
+        self.replicas = [LocalStack(self.config.replica(i)) for i in range(1, self.config.replicas)]
         self.triton: Service | None = None
         self.gateway: Service | None = None
         self.serving_cores: set[int] = set()
@@ -150,38 +64,8 @@ class LocalStack:
     def triton_metrics_url(self) -> str:
         return f"http://127.0.0.1:{self.config.metrics_port}/metrics"
 
-    def _backends_dir(self) -> Path:
-        """Triton's backend directory for this run: its Python backend, and ours as `vllm`."""
-        backends = self.config.run_dir / "backends"
-        backends.mkdir(parents=True, exist_ok=True)
-        for name, target in (("python", self.config.cache.triton_python_backend), ("vllm", BACKEND_DIR)):
-            link = backends / name
-            if link.is_symlink() or link.exists():
-                link.unlink()
-            link.symlink_to(target, target_is_directory=True)
-        return backends
-
     def _triton_env(self) -> dict[str, str]:
-        env = dict(os.environ)
-        venv = self.config.backend_venv
-        venv_bin = str(venv / "bin") if venv is not None else str(Path(sys.executable).parent)
-        if venv is not None:  # vLLM's compile cache is keyed so that releases overwrite each other's entries
-            env["VLLM_CACHE_ROOT"] = str(venv / "vllm-cache")
-        # The stub embeds the first `python3` on PATH and ignores PYTHONPATH.
-        env["PATH"] = f"{venv_bin}:{env.get('PATH', '')}"
-        # The interpreter's own libpython first, so the stub embeds the same build as the venv.
-        env["LD_LIBRARY_PATH"] = ":".join(
-            p for p in (str(python_lib_dir()), str(triton_libs_dir()), env.get("LD_LIBRARY_PATH", "")) if p
-        )
-        env.setdefault("VLLM_CONFIGURE_LOGGING", "1")
-        env["LC_ALL"] = "C.UTF-8"
-        # Inherited by every process Triton starts (stubs, engines), so strays can be found later.
-        env[RUN_MARKER] = str(self.config.run_dir)
-        env["HF_HUB_OFFLINE"] = "1"
-        if self.config.engine_core is not None:
-            env["VLLM_CPU_OMP_THREADS_BIND"] = str(self.config.engine_core)
-        env.pop("PYTHONPATH", None)
-        return env
+        return triton_env(self.config.run_dir, self.config.backend_venv, self.config.engine_core)
 
     def served_models(self) -> list[str]:
         """Every model Triton loads; the stack is ready when all of them are."""
@@ -210,20 +94,9 @@ class LocalStack:
     def _triton_service(self, name: str, repository: Path, models: list[str], shm_prefix: str) -> Service:
         """Triton on this stack's ports, loading `models` from `repository`."""
         cfg = self.config
-        argv = [
-            str(cfg.cache.triton_bin),
-            f"--model-repository={repository}",
-            f"--backend-directory={self._backends_dir()}",
-            f"--http-port={cfg.http_port}",
-            f"--grpc-port={cfg.grpc_port}",
-            f"--metrics-port={cfg.metrics_port}",
-            *python_backend_args(shm_prefix),
-            f"--grpc-infer-allocation-pool-size={GRPC_INFER_ALLOCATION_POOL_SIZE}",
-            # Explicit control lets the backend unload a model whose engine died, as the stock backend does.
-            "--model-control-mode=explicit",
-            *(f"--load-model={model}" for model in models),
-            "--log-verbose=0",
-        ]
+        backends = backends_dir(cfg.run_dir, cfg.cache.triton_python_backend)
+        ports = (cfg.http_port, cfg.grpc_port, cfg.metrics_port)
+        argv = triton_argv(cfg.cache.triton_bin, repository, backends, ports, models, shm_prefix)
         return Service(name, argv, self._triton_env(), cfg.run_dir / "triton.log")
 
     def wait_triton_ready(self) -> None:

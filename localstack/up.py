@@ -19,7 +19,8 @@ from pathlib import Path
 
 from localstack.model_choice import resolve_model
 from localstack.paths import REPO_ROOT, CachePaths, default_cache_dir
-from localstack.stack import LocalStack, StackConfig, StackError
+from localstack.stack import LocalStack, StackError
+from localstack.stack_config import StackConfig
 from localstack.processes import SignalFlag
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:

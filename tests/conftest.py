@@ -12,7 +12,9 @@ from localstack.model_choice import resolve_model
 from localstack.net import free_port
 from localstack.paths import FAST_MODEL_NAME, CachePaths, default_cache_dir
 from localstack.processes import ENGINE_SESSION_NICE_VAR, stop_on_sigterm
-from localstack.stack import LocalStack, StackConfig, stray_processes
+from localstack.stack import LocalStack
+from localstack.stack_config import StackConfig
+from localstack.processes import stray_processes
 from tests.redis_server import redis_server
 
 

@@ -23,7 +23,9 @@ from bench.overload.figures import Figures, figures, gateway_refusal_durations, 
 from localstack.model_choice import resolve_model
 from localstack.net import free_port
 from localstack.paths import FAST_MODEL_NAME, REPO_ROOT, CachePaths, default_cache_dir
-from localstack.stack import LocalStack, StackConfig, stray_processes
+from localstack.stack import LocalStack
+from localstack.stack_config import StackConfig
+from localstack.processes import stray_processes
 
 MAX_IN_FLIGHT = 8
 MAX_QUEUED = 8

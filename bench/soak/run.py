@@ -29,7 +29,9 @@ from localstack.model_choice import resolve_model
 from localstack.model_repo import write_model_repository
 from localstack.net import free_port
 from localstack.paths import FAST_MODEL_NAME, REPO_ROOT, CachePaths, default_cache_dir
-from localstack.stack import LocalStack, StackConfig, stray_processes
+from localstack.stack import LocalStack
+from localstack.stack_config import StackConfig
+from localstack.processes import stray_processes
 
 # The gateway's total deadline during the soak: short, so that a request held by a fault ends in time.
 GATEWAY_REQUEST_TIMEOUT_S = 60

@@ -16,7 +16,8 @@ from localstack.model_repo import write_model_repository
 from localstack.net import free_port
 from localstack.paths import REPO_ROOT, CachePaths, default_cache_dir
 from localstack.processes import Service, wait_until
-from localstack.stack import LocalStack, stray_processes
+from localstack.stack import LocalStack
+from localstack.processes import stray_processes
 
 READY_LINE = "[up] ready"
 # A Triton model named unlike any prepared model: what is served comes from the repository.

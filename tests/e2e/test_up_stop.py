@@ -20,7 +20,7 @@ import pytest
 from localstack.net import free_port
 from localstack.paths import FAST_MODEL_NAME, REPO_ROOT
 from localstack.processes import wait_until
-from localstack.stack import stray_processes
+from localstack.processes import stray_processes
 
 READY_LINE = "[up] ready in"
 

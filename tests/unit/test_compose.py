@@ -71,14 +71,14 @@ def test_gateway_image_is_built_from_the_repo(compose: dict) -> None:
 
 
 def test_triton_gets_the_local_stacks_python_backend_threads(compose: dict) -> None:
-    from localstack.stack import python_backend_args
+    from localstack.triton_server import python_backend_args
 
     local = [arg for arg in python_backend_args("x") if "thread-pool-size" in arg]
     assert local and all(arg in compose["services"]["triton"]["command"] for arg in local)
 
 
 def test_triton_gets_the_local_stacks_grpc_allocation_pool(compose: dict) -> None:
-    from localstack.stack import GRPC_INFER_ALLOCATION_POOL_SIZE
+    from localstack.triton_server import GRPC_INFER_ALLOCATION_POOL_SIZE
 
     flag = f"--grpc-infer-allocation-pool-size={GRPC_INFER_ALLOCATION_POOL_SIZE}"
     assert flag in compose["services"]["triton"]["command"]

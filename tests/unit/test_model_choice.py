@@ -9,7 +9,8 @@ import pytest
 from localstack.model_choice import FAST_MODEL_MEMORY_SHARE, repository_models, resolve_model
 from localstack.model_repo import ENGINE_MEMORY_SHARE, write_model_repository
 from localstack.paths import DEFAULT_MODEL_NAME, FAST_MODEL_NAME, CachePaths
-from localstack.stack import LocalStack, StackConfig
+from localstack.stack import LocalStack
+from localstack.stack_config import StackConfig
 from localstack.up import _parse, stack_config
 
 

@@ -6,7 +6,8 @@ import json
 import os
 from pathlib import Path
 
-from localstack.stack import LocalStack, StackConfig
+from localstack.stack import LocalStack
+from localstack.stack_config import StackConfig
 
 
 def test_replicas_get_their_own_ports_folders_and_memory_share(tmp_path: Path) -> None:
