@@ -17,7 +17,10 @@ def _flag(config: dict[str, Any], key: str) -> bool:
     return (_value(config, key) or "").lower() == "true"
 
 
-STREAM_PACE_S = 0.05
+# Above this many running requests, streamed outputs are paced to about this many responses a second (relay.Pacer):
+# on two cores shared with the engine, the stub, Triton and the gateway carry about 1,800 responses a second
+# before they hold the engine back (bench/README.md, part 3).
+STREAM_RESPONSES_PER_S = 2000.0
 STREAM_PACE_ABOVE = 32
 
 
@@ -53,9 +56,10 @@ class BackendParams:
     # Ours: seconds between asking Triton whether a request was cancelled. Each question is a round trip to
     # the Triton process, so the pace sets both how soon a cancelled request stops and what watching costs.
     cancel_check_interval_s: float = 0.5
-    # Ours: above `stream_pace_above` running requests, a streamed request's outputs leave on a shared tick
-    # every `stream_pace_s` seconds, several tokens per response (vllm_backend.relay.Pacer); 0 turns it off.
-    stream_pace_s: float = STREAM_PACE_S
+    # Ours: above `stream_pace_above` running requests, streamed outputs leave on a shared tick that keeps all
+    # of them to about `stream_responses_per_s` responses a second, several tokens per response
+    # (vllm_backend.relay.Pacer); 0 turns it off.
+    stream_responses_per_s: float = STREAM_RESPONSES_PER_S
     stream_pace_above: int = STREAM_PACE_ABOVE
 
     @classmethod
@@ -67,6 +71,6 @@ class BackendParams:
             restart_engine=_flag(config, "RESTART_UNHEALTHY_ENGINE"),
             restart_max_backoff_s=_positive_float(config, "RESTART_MAX_BACKOFF_S", 60.0),
             cancel_check_interval_s=_positive_float(config, "CANCEL_CHECK_INTERVAL_S", 0.5),
-            stream_pace_s=_non_negative(config, "STREAM_PACE_MS", STREAM_PACE_S * 1000) / 1000,
+            stream_responses_per_s=_non_negative(config, "STREAM_RESPONSES_PER_S", STREAM_RESPONSES_PER_S),
             stream_pace_above=int(_non_negative(config, "STREAM_PACE_ABOVE", STREAM_PACE_ABOVE)),
         )

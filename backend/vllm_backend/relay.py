@@ -61,31 +61,47 @@ class Handover:
             await self.waiter
 
 
+# The longest a paced request waits between two pulls, however many requests run.
+MAX_PACE_S = 0.5
+
+
+def pace_interval(running: int, busy_above: int, responses_per_s: float) -> float:
+    """Seconds between two pulls of a streamed request's outputs: none up to `busy_above` running requests; above,
+    `running / responses_per_s`, so that all of them together send about `responses_per_s` responses a second
+    (at most `MAX_PACE_S`). 0 `responses_per_s` turns pacing off."""
+    if responses_per_s <= 0 or running <= busy_above:
+        return 0.0
+    return min(running / responses_per_s, MAX_PACE_S)
+
+
 class Pacer:
     """Under load, a request pulls its next output from the engine only on a tick shared by every request.
 
-    Each response costs the same CPU whatever it carries, and at hundreds of streams the stub, Triton and the
-    gateway spend more per token than the engine. Below `busy_above` running requests nothing waits, so an
-    idle server streams token by token; above it, what the engine makes for a request between two ticks
-    merges into one response (vLLM's collector), like vLLM's `stream_interval` but in time and only when
-    busy. One timer serves every waiting request."""
+    Each response costs the stub, Triton and the gateway the same CPU whatever it carries, and at hundreds of
+    streams they spend more per token than the engine. Above `busy_above` running requests, what the engine
+    makes for a request between two ticks merges into one response (vLLM's collector), like vLLM's
+    `stream_interval` but in time and only when busy. The tick grows with the requests running
+    (`pace_interval`), so the responses a second stay about the same however many streams share them: the path
+    keeps its CPU cost bounded while the engine's token rate goes up. Below the threshold nothing waits, so an
+    idle server streams token by token. One timer serves every waiting request."""
 
     def __init__(
-        self, loop: asyncio.AbstractEventLoop, interval_s: float, busy_above: int, running: Callable[[], int]
+        self, loop: asyncio.AbstractEventLoop, responses_per_s: float, busy_above: int, running: Callable[[], int]
     ) -> None:
         self.loop = loop
-        self.interval_s = interval_s
+        self.responses_per_s = responses_per_s
         self.busy_above = busy_above
         self.running = running
         self._tick: asyncio.Future | None = None
 
     async def wait(self) -> None:
-        if self.interval_s <= 0 or self.running() <= self.busy_above:
-            return
         tick = self._tick
         if tick is None or tick.done():
+            interval_s = pace_interval(self.running(), self.busy_above, self.responses_per_s)
+            if interval_s <= 0:
+                return
             tick = self._tick = self.loop.create_future()
-            self.loop.call_later(self.interval_s, _settle, tick)
+            self.loop.call_later(interval_s, _settle, tick)
         await asyncio.shield(tick)  # a cancelled request must not cancel the others' tick
 
 

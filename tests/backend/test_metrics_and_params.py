@@ -72,8 +72,8 @@ def test_cancel_check_interval() -> None:
 
 
 def test_stream_pacing_parameters() -> None:
-    params = BackendParams.from_config(_config(STREAM_PACE_MS="20", STREAM_PACE_ABOVE="8"))
-    assert (params.stream_pace_s, params.stream_pace_above) == (0.02, 8)
-    assert BackendParams.from_config(_config(STREAM_PACE_MS="0")).stream_pace_s == 0  # off
-    with pytest.raises(ValueError, match="STREAM_PACE_MS"):
-        BackendParams.from_config(_config(STREAM_PACE_MS="-1"))
+    params = BackendParams.from_config(_config(STREAM_RESPONSES_PER_S="500", STREAM_PACE_ABOVE="8"))
+    assert (params.stream_responses_per_s, params.stream_pace_above) == (500.0, 8)
+    assert BackendParams.from_config(_config(STREAM_RESPONSES_PER_S="0")).stream_responses_per_s == 0  # off
+    with pytest.raises(ValueError, match="STREAM_RESPONSES_PER_S"):
+        BackendParams.from_config(_config(STREAM_RESPONSES_PER_S="-1"))

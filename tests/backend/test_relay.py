@@ -18,7 +18,7 @@ from vllm.sampling_params import RequestOutputKind
 from vllm.v1.engine.output_processor import RequestOutputCollector
 
 from vllm_backend.outputs import OutputOptions, ResponseArrays
-from vllm_backend.relay import Handover, Pacer, relay
+from vllm_backend.relay import MAX_PACE_S, Handover, Pacer, pace_interval, relay
 
 ALL = {
     "return_finish_reason": True,
@@ -217,7 +217,7 @@ def _immediate(sent: list[dict[str, np.ndarray]]) -> Callable[[dict[str, np.ndar
 async def test_a_busy_server_paces_pulls_so_tokens_merge_between_ticks() -> None:
     loop = asyncio.get_running_loop()
     engine, sent = Engine(), []
-    pacer = Pacer(loop, interval_s=0.05, busy_above=0, running=lambda: 1)
+    pacer = Pacer(loop, responses_per_s=20, busy_above=0, running=lambda: 1)  # a tick every 50 ms
     arrays = ResponseArrays(OutputOptions(n=1))
     task = asyncio.ensure_future(relay(engine.generate(), arrays, _immediate(sent), loop, pacer.wait))
     engine.collector.put(step(token(0, "a", 1)))
@@ -236,7 +236,7 @@ async def test_a_busy_server_paces_pulls_so_tokens_merge_between_ticks() -> None
 async def test_below_the_threshold_nothing_waits_and_one_tick_serves_every_request() -> None:
     loop = asyncio.get_running_loop()
     running = 1
-    pacer = Pacer(loop, interval_s=0.05, busy_above=1, running=lambda: running)
+    pacer = Pacer(loop, responses_per_s=40, busy_above=1, running=lambda: running)
     start = loop.time()
     await pacer.wait()
     assert loop.time() - start < 0.01
@@ -246,7 +246,15 @@ async def test_below_the_threshold_nothing_waits_and_one_tick_serves_every_reque
     waiters[0].cancel()  # a cancelled request leaves the others' tick alone
     await asyncio.gather(*waiters[1:])
     assert 0.04 <= loop.time() - start < 0.5
-    off = Pacer(loop, 0.0, 0, lambda: 100)
+    off = Pacer(loop, 0.0, 0, lambda: 100)  # 0 responses a second: off
     start = loop.time()
     await off.wait()
     assert loop.time() - start < 0.01
+
+
+def test_the_tick_grows_with_the_running_requests_so_the_response_rate_stays_put() -> None:
+    assert pace_interval(32, busy_above=32, responses_per_s=2000) == 0  # at the threshold nothing waits
+    assert pace_interval(64, busy_above=32, responses_per_s=2000) == 0.032
+    assert pace_interval(256, busy_above=32, responses_per_s=2000) == 0.128  # 256 / 0.128 s = 2,000 a second
+    assert pace_interval(100_000, busy_above=32, responses_per_s=2000) == MAX_PACE_S
+    assert pace_interval(256, busy_above=32, responses_per_s=0) == 0  # off
