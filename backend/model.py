@@ -131,9 +131,11 @@ class TritonPythonModel:
         self.loop_thread.start()
         self.outbox = Outbox(on_error=self.logger.log_error)
         self.cancels = CancelWatch(self.params.cancel_check_interval_s, on_error=self.logger.log_error)
-        params = self.params
         self.pacer = Pacer(
-            self.loop, params.stream_responses_per_s, params.stream_pace_above, lambda: len(self.cancels.running)
+            self.loop,
+            self.params.stream_responses_per_s,
+            self.params.stream_pace_above,
+            lambda: len(self.cancels.running),
         )
         self.reaper = Reaper()
         self.logger.log_info(f"[vllm] {describe()}")

@@ -17,10 +17,11 @@ def _flag(config: dict[str, Any], key: str) -> bool:
     return (_value(config, key) or "").lower() == "true"
 
 
-# Above this many running requests, streamed outputs are paced to about this many responses a second (relay.Pacer):
-# on two cores shared with the engine, the stub, Triton and the gateway carry about 1,800 responses a second
-# before they hold the engine back (bench/README.md, part 3).
+# Under load, streamed outputs are paced to about this many responses a second in all (relay.Pacer): on two cores
+# shared with the engine, the stub, Triton and the gateway carry about 1,800 a second before they hold the engine
+# back (bench/README.md, part 3).
 STREAM_RESPONSES_PER_S = 2000.0
+# Pacing starts above this many running requests; below, every token goes out as it comes.
 STREAM_PACE_ABOVE = 32
 
 
