@@ -243,17 +243,22 @@ def test_streams_reset_again_and_again_open_the_breaker_until_triton_is_back(gat
     requests fail fast with Retry-After, and once the cool-down is over one that succeeds closes it."""
     gw = gateway
     unavailable_before = _streams(gw, "UNAVAILABLE")
-    for _ in range(3 * BREAKER_FAILURES):  # until BREAKER_FAILURES of them ended UNAVAILABLE (see above)
-        # Mid-stream, or before the first byte when the next request went out on the connection just reset.
+    outcomes: list[str] = []  # how each reset stream ended, for the message of a failure
+    for _ in range(40):  # until BREAKER_FAILURES of them ended UNAVAILABLE (see above)
+        # Mid-stream, or before the first byte when the next request went out on the connection just reset. Often
+        # the stall deadline instead, which gives the breaker no verdict: 2 of 5 locally, 7 of 9 once on CI.
         status, events = _stream_reset_after(gw, FAULT_AFTER_BYTES)
         if status == 200:
-            assert len(events) >= 3 and _error_of(events)["type"] in ("service_unavailable", "timeout"), events[-3:]
+            error = _error_of(events)
+            assert len(events) >= 3 and error["type"] in ("service_unavailable", "timeout"), events[-3:]
+            outcomes.append(f"200 {error['code'] or error['type']} after {len(events)} events")
         else:
             error = json.loads(events[0])["error"]
             assert status == 503 and error["code"] != "circuit_open", (status, error)
+            outcomes.append(f"{status} {error['type']}")
         if _streams(gw, "UNAVAILABLE") >= unavailable_before + BREAKER_FAILURES:
             break
-    assert _streams(gw, "UNAVAILABLE") == unavailable_before + BREAKER_FAILURES
+    assert _streams(gw, "UNAVAILABLE") == unavailable_before + BREAKER_FAILURES, outcomes
     failing_fast = httpx.post(f"{gw.url}/v1/completions", json=_body(gw.model, 2, False), timeout=30)
     assert failing_fast.status_code == 503 and failing_fast.json()["error"]["code"] == "circuit_open"
     assert 1 <= int(failing_fast.headers["retry-after"]) <= BREAKER_COOLDOWN_S
