@@ -119,7 +119,8 @@ class TritonPythonModel:
         self.healthy_gauge = None
         if self.params.report_custom_metrics and not self.engine_args.get("disable_log_stats", False):
             max_len = int(self.engine_args.get("max_model_len") or 0)
-            self.sink = MetricsSink(self._make_metric, family_specs(max_len or 32768))
+            specs = family_specs(max_len or 32768, per_token=self.params.report_time_per_output_token)
+            self.sink = MetricsSink(self._make_metric, specs)
         if self.params.health_check:
             self.healthy_gauge = self._make_metric(HEALTHY_GAUGE)
 

@@ -140,8 +140,12 @@ def start_engine(engine_args: dict[str, Any], stat_loggers: list[Callable[..., A
     args = AsyncEngineArgs(**engine_args)
     cls = engine_class()
     if chosen("engine") == "AsyncLLM.from_vllm_config":
-        return cls.from_vllm_config(args.create_engine_config(), stat_loggers=stat_loggers)
-    return cls.from_engine_args(args, stat_loggers=stat_loggers)
+        engine = cls.from_vllm_config(args.create_engine_config(), stat_loggers=stat_loggers)
+    else:
+        engine = cls.from_engine_args(args, stat_loggers=stat_loggers)
+    if chosen("envs_cache"):  # as vLLM's engine process does once started: the environment is set by now
+        _get("vllm.envs.enable_envs_cache")()
+    return engine
 
 
 async def engine_tokenizer(engine: Any) -> Any:

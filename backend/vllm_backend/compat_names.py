@@ -87,6 +87,12 @@ FEATURES: tuple[Feature, ...] = (
         doc="a cheap engine call the health check awaits (else check_health alone)",
     ),
     Feature(
+        "envs_cache",
+        (Alternative("enable_envs_cache", (_n("vllm.envs.enable_envs_cache"),)), Alternative("none")),
+        required=False,
+        doc="environment variables read once: vLLM's output path reads one per token otherwise",
+    ),
+    Feature(
         "token_prompt",
         (
             # 0.32-era: an engine input already rendered, taken on the calling loop.

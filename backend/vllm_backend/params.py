@@ -13,8 +13,9 @@ def _value(config: dict[str, Any], key: str) -> str | None:
     return str(entry.get("string_value", "")).strip()
 
 
-def _flag(config: dict[str, Any], key: str) -> bool:
-    return (_value(config, key) or "").lower() == "true"
+def _flag(config: dict[str, Any], key: str, default: bool = False) -> bool:
+    value = _value(config, key)
+    return default if value is None else value.lower() == "true"
 
 
 # Under load, streamed outputs are paced to about this many responses a second in all (relay.Pacer): on two cores
@@ -49,6 +50,8 @@ def _non_negative(config: dict[str, Any], key: str, default: float) -> float:
 @dataclass(frozen=True)
 class BackendParams:
     report_custom_metrics: bool = False
+    # Ours: with the custom metrics, the one histogram observed per token (a round trip to Triton each).
+    report_time_per_output_token: bool = True
     health_check: bool = False
     # Ours: seconds between engine health checks, and restarting a dead engine instead of unloading the model.
     health_check_interval_s: float = 1.0
@@ -67,6 +70,7 @@ class BackendParams:
     def from_config(cls, config: dict[str, Any]) -> "BackendParams":
         return cls(
             report_custom_metrics=_flag(config, "REPORT_CUSTOM_METRICS"),
+            report_time_per_output_token=_flag(config, "REPORT_TIME_PER_OUTPUT_TOKEN", default=True),
             health_check=_flag(config, "ENABLE_VLLM_HEALTH_CHECK"),
             health_check_interval_s=_positive_float(config, "VLLM_HEALTH_CHECK_INTERVAL_S", 1.0),
             restart_engine=_flag(config, "RESTART_UNHEALTHY_ENGINE"),

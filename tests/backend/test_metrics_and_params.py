@@ -4,7 +4,15 @@ from types import SimpleNamespace
 
 import pytest
 
-from vllm_backend.metrics import family_specs, one_two_five, updates_from_stats
+from vllm_backend.metrics import (
+    TIME_PER_OUTPUT_TOKEN,
+    FamilySpec,
+    MetricsSink,
+    family_specs,
+    merge_updates,
+    one_two_five,
+    updates_from_stats,
+)
 from vllm_backend.params import BackendParams
 
 
@@ -47,6 +55,52 @@ def test_updates_from_stats() -> None:
     assert ("vllm:request_generation_tokens", "observe", 4) in updates
     assert ("vllm:num_requests_running", "set", 2) in updates
     assert ("vllm:kv_cache_usage_perc", "set", 0.25) in updates
+
+
+def test_the_per_token_histogram_can_be_left_out() -> None:
+    iteration = SimpleNamespace(num_generation_tokens=2, inter_token_latencies_iter=[0.01, 0.02])
+    assert (TIME_PER_OUTPUT_TOKEN, "observe", 0.02) in updates_from_stats(None, iteration)
+    assert updates_from_stats(None, iteration, per_token=False) == [("vllm:generation_tokens_total", "inc", 2)]
+    assert TIME_PER_OUTPUT_TOKEN in {spec.name for spec in family_specs(2048)}
+    without = {spec.name for spec in family_specs(2048, per_token=False)}
+    assert TIME_PER_OUTPUT_TOKEN not in without and "vllm:time_to_first_token_seconds" in without
+    assert BackendParams.from_config(_config()).report_time_per_output_token  # the stock backend's families
+    assert not BackendParams.from_config(_config(REPORT_TIME_PER_OUTPUT_TOKEN="False")).report_time_per_output_token
+
+
+def test_merged_updates_sum_increments_keep_the_last_gauge_and_every_observation() -> None:
+    steps = [
+        [("c", "inc", 2), ("g", "set", 1), ("h", "observe", 0.1)],
+        [("c", "inc", 3), ("g", "set", 4), ("h", "observe", 0.2), ("h", "observe", 0.3)],
+    ]
+    assert merge_updates(steps) == [("c", "inc", 5), ("g", "set", 4), *[("h", "observe", v) for v in (0.1, 0.2, 0.3)]]
+
+
+class _Recorded:
+    """A Triton metric that records the calls made on it."""
+
+    def __init__(self, calls: list, name: str) -> None:
+        self.calls, self.name = calls, name
+
+    def __getattr__(self, operation: str):
+        return lambda value: self.calls.append((self.name, operation, value))
+
+
+def test_the_sink_applies_what_arrives_together_as_one_batch_and_skips_unchanged_gauges() -> None:
+    calls: list = []
+    specs = [FamilySpec(name, kind, "") for name, kind in (("c", "counter"), ("g", "gauge"), ("h", "histogram"))]
+    sink = MetricsSink(lambda spec: _Recorded(calls, spec.name), specs, coalesce_s=30.0)
+    for step in range(3):  # engine steps within one gathering window
+        sink.submit([("c", "inc", 1), ("g", "set", 7), ("h", "observe", step)])
+    sink.close()  # ends the window: what was gathered is applied, then the thread stops
+    assert calls == [("c", "increment", 3), ("g", "set", 7), *[("h", "observe", step) for step in range(3)]]
+
+    calls.clear()
+    sink = MetricsSink(lambda spec: _Recorded(calls, spec.name), specs, coalesce_s=0.0)
+    for value in (7, 7, 8):
+        sink.submit([("g", "set", value)])
+    sink.close()
+    assert calls == [("g", "set", 7), ("g", "set", 8)]
 
 
 def _config(**params: str) -> dict:

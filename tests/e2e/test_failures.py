@@ -11,6 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from localstack.processes import wait_until
 from localstack.stack import LocalStack
 from tests.metrics_text import sample_value
 
@@ -86,6 +87,13 @@ def test_engine_restart_brings_the_model_back_by_itself(stack: LocalStack, model
         print(f"the engine came back {took:.0f} s after it was found dead")
         reply = client.post("/v1/completions", json={"model": model_name, "prompt": "Hello", "max_tokens": 3})
         assert reply.status_code == 200 and reply.json()["usage"]["completion_tokens"] == 3
+    # Without REPORT_TIME_PER_OUTPUT_TOKEN, as in a stock backend's configuration: the per-token histogram is
+    # there (the project's own configuration leaves it out), one observation after each token but the first.
+    def per_token_observations() -> float:
+        text = httpx.get(stack.triton_metrics_url, timeout=5).text
+        return sample_value(text, "vllm:time_per_output_token_seconds_count", model=model_name) or 0.0
+
+    assert wait_until(lambda: per_token_observations() >= 2, 10, 0.2), per_token_observations()
 
 
 def test_triton_down_then_back_without_restarting_the_gateway(stack: LocalStack, model_name: str) -> None:
