@@ -10,7 +10,7 @@ calls per token at one stream. So the thread gathers what arrives within `COALES
 batch (`merge_updates`): increments summed, only the last value of a gauge, and a gauge left alone when it did
 not change. Histogram observations cannot be merged and are applied one by one; the one histogram observed per
 token, `vllm:time_per_output_token_seconds`, can be left out (`REPORT_TIME_PER_OUTPUT_TOKEN`): at GPU token
-rates its round trips cost a third of the path's throughput (bench/README.md, part 3).
+rates its round trips cost the path 13 to 19% of its throughput (bench/README.md, part 3).
 """
 
 from __future__ import annotations
