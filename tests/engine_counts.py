@@ -82,6 +82,16 @@ def settled(metrics_url: str, model: str, quiet_s: float = 0.5, timeout_s: float
     raise AssertionError(f"the engine's counts did not settle within {timeout_s} s: {last}")
 
 
+def assert_generation_stopped(metrics_url: str, model: str, hold_s: float = 2.0) -> None:
+    """Once the engine's counts have settled, its token count holds for `hold_s` more: nothing generates any
+    longer. A request still generating keeps the counts from settling, or moves them during the hold. (A first
+    reading of 0 running is not enough: it may predate the request, since the metrics lag it.)"""
+    before = settled(metrics_url, model, quiet_s=0.7, timeout_s=10.0)
+    time.sleep(hold_s)
+    after = EngineCounts.read(metrics_url, model)
+    assert after.generated == before.generated, f"the engine kept generating: {before} -> {after}"
+
+
 def assert_cancelled(metrics_url: str, model: str, before: EngineCounts, long_tokens: int) -> None:
     """The long request (`long_tokens` tokens, ignore_eos) begun after `before` left the engine unfinished:
     aborted, since its Triton request was cancelled. A request that ran to its end would have generated all

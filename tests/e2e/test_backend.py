@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import queue
-import time
 from typing import Any
 
 import httpx
@@ -13,6 +12,7 @@ import pytest
 import tritonclient.grpc as grpcclient
 
 from localstack.stack import LocalStack
+from tests.engine_counts import assert_generation_stopped
 from tests.metrics_text import sample_value
 
 PROMPT = "The capital of France is"
@@ -224,19 +224,8 @@ def test_cancelled_stream_leaves_no_running_request(stack: LocalStack, model_nam
         await client.close()
 
     asyncio.run(run())
-    deadline = time.monotonic() + 3.0  # the backend asks Triton about cancellations twice a second
-    running = None
-    while time.monotonic() < deadline:
-        text = httpx.get(stack.triton_metrics_url, timeout=5).text
-        running = sample_value(text, "vllm:num_requests_running", model=model_name)
-        if running == 0:
-            break
-        time.sleep(0.1)
-    assert running == 0
-    settled = sample_value(httpx.get(stack.triton_metrics_url).text, "vllm:generation_tokens_total", model=model_name)
-    time.sleep(1.0)
-    assert sample_value(httpx.get(stack.triton_metrics_url).text, "vllm:generation_tokens_total",
-                        model=model_name) == settled  # fmt: skip
+    # The backend asks Triton about cancellations twice a second.
+    assert_generation_stopped(stack.triton_metrics_url, model_name)
 
 
 def test_engine_metrics_families_and_buckets(stack: LocalStack, model_name: str) -> None:

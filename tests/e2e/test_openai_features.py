@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 
 import httpx
 import jsonschema
@@ -11,6 +10,7 @@ import openai
 import pytest
 
 from localstack.stack import LocalStack
+from tests.engine_counts import assert_generation_stopped
 from tests.metrics_text import sample_value
 
 
@@ -140,28 +140,6 @@ def test_unknown_named_tool_is_a_400(stack: LocalStack, model_name: str) -> None
     assert response.status_code == 400 and response.json()["error"]["param"] == "tool_choice"
 
 
-def _generated_tokens(stack: LocalStack, model: str) -> float:
-    text = httpx.get(stack.triton_metrics_url, timeout=5).text
-    return sample_value(text, "vllm:generation_tokens_total", model=model) or 0.0
-
-
-def _running(stack: LocalStack, model: str) -> float | None:
-    return sample_value(httpx.get(stack.triton_metrics_url, timeout=5).text, "vllm:num_requests_running", model=model)
-
-
-def _settled_generated_tokens(stack: LocalStack, model: str, within_s: float) -> float:
-    """The engine's token count once it has stopped moving with nothing running (or the last reading at the bound)."""
-    deadline = time.monotonic() + within_s
-    previous = _generated_tokens(stack, model)
-    while time.monotonic() < deadline:
-        time.sleep(0.7)
-        current = _generated_tokens(stack, model)
-        if current == previous and _running(stack, model) == 0:
-            return current
-        previous = current
-    return previous
-
-
 @pytest.mark.parametrize("stream", [True, False])
 def test_client_disconnect_stops_the_generation(stack: LocalStack, model_name: str, stream: bool) -> None:
     body = {"model": model_name, "prompt": "Tell a very long story.", "max_tokens": 1500, "ignore_eos": True,
@@ -174,12 +152,8 @@ def test_client_disconnect_stops_the_generation(stack: LocalStack, model_name: s
     else:
         with pytest.raises(httpx.ReadTimeout):
             httpx.post(url, json=body, timeout=1.5)
-    # The cancel travels gateway -> Triton -> engine; the backend asks Triton twice a second, and its metrics lag by
-    # up to 50 ms, so a first reading of 0 running may predate the request. Wait until the engine reports nothing
-    # running and its token count has held for longer than one cancel pass, then check that it holds for 2 s more.
-    settled = _settled_generated_tokens(stack, model_name, within_s=6.0)
-    time.sleep(2.0)
-    assert _generated_tokens(stack, model_name) == settled, "the engine kept generating after the disconnect"
+    # The cancel travels gateway -> Triton -> engine; the backend asks Triton twice a second.
+    assert_generation_stopped(stack.triton_metrics_url, model_name)
     text = httpx.get(f"{stack.gateway_url}/metrics", timeout=5).text
     assert sample_value(text, "gateway_requests_in_flight", model=model_name, endpoint="completions") == 0
     assert sample_value(text, "gateway_client_disconnects_total", model=model_name, endpoint="completions") >= 1
