@@ -35,6 +35,7 @@ from vllm_backend.compat import (  # noqa: E402  the only module that imports vL
     max_token_id,
     multimodal_prompt,
     start_engine,
+    takes_images,
     token_prompt,
 )
 from vllm_backend.devices import engine_environment, ignored_device_ids  # noqa: E402
@@ -275,6 +276,8 @@ class TritonPythonModel:
             # through its renderer's thread first, one more hand-over before the engine sees the request.
             engine_prompt = token_prompt(prompt_ids, prompt)
         else:  # images still need vLLM's multi-modal processing
+            if not takes_images(self.engine.model_config):  # some releases' engines die of them (0.20)
+                raise RequestError("this model takes no images: leave out the image input")
             engine_prompt = multimodal_prompt(prompt_ids, multi_modal_data(decode_images(images)))
         stream = flag(request, "stream")
         exclude = scalar(request, "exclude_input_in_output")

@@ -179,6 +179,13 @@ def token_prompt(prompt_ids: list[int], text: str) -> Any:
     return {"prompt_token_ids": prompt_ids}
 
 
+def takes_images(model_config: Any) -> bool:
+    """Whether the served model takes images; True where this release cannot say (the engine then decides)."""
+    if chosen("multimodal_check") is None:
+        return True
+    return bool(model_config.is_multimodal_model)
+
+
 def multimodal_prompt(prompt_ids: list[int], data: dict[str, Any]) -> dict[str, Any]:
     """Token ids plus images: a prompt dict every release still processes."""
     return {"prompt_token_ids": prompt_ids, "multi_modal_data": data}

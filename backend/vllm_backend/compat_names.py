@@ -137,6 +137,16 @@ FEATURES: tuple[Feature, ...] = (
         doc="the sampling field and class of structured outputs",
     ),
     Feature(
+        "multimodal_check",
+        (
+            Alternative("config.model.ModelConfig", (_n("vllm.config.model.ModelConfig", "is_multimodal_model"),)),
+            Alternative("config.ModelConfig", (_n("vllm.config.ModelConfig", "is_multimodal_model"),)),
+            Alternative("none"),
+        ),
+        required=False,
+        doc="whether the model takes images: a text model's are refused before the engine (0.20 died of them)",
+    ),
+    Feature(
         "prompt_logprobs",
         (
             Alternative("prompt_logprobs", (

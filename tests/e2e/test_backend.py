@@ -271,7 +271,7 @@ def test_lora_name_without_lora_gives_the_stock_error(stack: LocalStack, model_n
         _grpc_infer(stack, model_name, {"text_input": PROMPT, "sampling_parameters": sampling})
 
 
-def test_images_reach_the_engine_which_refuses_them_for_a_text_model(stack: LocalStack, model_name: str) -> None:
+def test_images_for_a_text_model_are_refused_before_the_engine(stack: LocalStack, model_name: str) -> None:
     import base64
     import io
 
@@ -280,9 +280,11 @@ def test_images_reach_the_engine_which_refuses_them_for_a_text_model(stack: Loca
     buffer = io.BytesIO()
     Image.new("RGB", (8, 8), (255, 0, 0)).save(buffer, format="PNG")
     image = base64.b64encode(buffer.getvalue()).decode()
-    with pytest.raises(RuntimeError, match="invalid request"):
+    # Refused by the backend, not the engine: some vLLM releases' engines died of them (0.20.2).
+    with pytest.raises(RuntimeError, match="invalid request: this model takes no images"):
         _grpc_infer(stack, model_name, {"text_input": PROMPT, "image": image,
                                         "sampling_parameters": json.dumps({"max_tokens": 2})})  # fmt: skip
-    with pytest.raises(RuntimeError, match="image"):
-        _grpc_infer(stack, model_name, {"text_input": PROMPT, "image": "not base64!",
-                                        "sampling_parameters": json.dumps({"max_tokens": 2})})  # fmt: skip
+    # The engine never saw them: it serves on.
+    plain = {"text_input": PROMPT, "sampling_parameters": json.dumps({"max_tokens": 2})}
+    served = _grpc_infer(stack, model_name, plain)
+    assert any(r.as_numpy("text_output") is not None for r in served)
