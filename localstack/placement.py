@@ -1,19 +1,14 @@
-"""Keeps the serving processes off the cores vLLM's CPU engine computes on, and its engine core's busy-polling
-out of their way.
+"""Keeps the serving processes off the cores vLLM's CPU engine computes on.
 
 vLLM's CPU worker binds its compute threads to all allowed cores but the last, which it leaves to the other
 processes. The kernel still places Triton, its Python stubs and the gateway on the compute cores whenever the
 spare core is busy, and every time it does, the forward pass waits for them. Pinning them to the spare cores
 once the engine is up gave about 5% more output tokens per second at 64 streams on two cores (README,
-Performance), for an engine that is compute-bound; a fast one leaves the serving processes more work than one
-core holds, and there pinning halved the rate (`localstack.model_choice.is_compute_bound`).
-
-vLLM's own processes stay where vLLM put them: its engine-core process busy-polls the worker, and confined to
-the spare core with the serving processes it held their first tokens back (about 10 ms at one stream, seconds
-in one load). It competes with them for the cores, though, so it runs at a lower priority, pinned or not: a
-serving thread that wakes up then gets a core at once instead of waiting for the poller's time slice (the
-gateway's added time to first token at one stream: 1.6 to 2.1 ms against 2.0 to 7.2), and on the fast engine
-the stub and Triton take their time from the poller rather than from the worker (bench/README.md, part 3).
+Performance). vLLM's own processes stay where vLLM put them: its engine-core process busy-polls the worker,
+and confined to the spare core with the serving processes it held their first tokens back (about 10 ms at
+one stream, seconds in one load). It does share that core with them, though, so it runs at a lower priority:
+a serving thread that wakes up then gets the core at once instead of waiting for the poller's time slice
+(the gateway's added time to first token at one stream: 1.6 to 2.1 ms against 2.0 to 7.2, no throughput lost).
 An engine loaded or restarted later starts with every core and its stub's priority, so the stack places again
 whenever `engine_layout` changes.
 """
@@ -93,7 +88,8 @@ def engine_layout(roots: Iterable[psutil.Process]) -> frozenset[tuple[int, tuple
 
 
 def keep_off_compute_cores(roots: Iterable[psutil.Process]) -> set[int]:
-    """Pins `roots` and their descendants, except vLLM's processes, to the cores vLLM's CPU workers leave free.
+    """Pins `roots` and their descendants, except vLLM's processes, to the cores vLLM's CPU workers leave free,
+    and lowers the priority of vLLM's engine-core processes, which poll on those cores.
 
     Returns the cores used; an empty set when there is no CPU worker or it leaves no core free (then
     nothing changes).
@@ -110,16 +106,12 @@ def keep_off_compute_cores(roots: Iterable[psutil.Process]) -> set[int]:
     if not cores:
         return set()
     for process in family:
-        if not _name(process).startswith(VLLM_PROCESS_PREFIX):
+        name = _name(process)
+        if not name.startswith(VLLM_PROCESS_PREFIX):
             _pin(process, cores)
+        elif name.startswith(ENGINE_CORE_NAME):
+            _lower_priority(process, ENGINE_CORE_NICE)
     return cores
-
-
-def lower_engine_core_priority(roots: Iterable[psutil.Process], nice: int = ENGINE_CORE_NICE) -> None:
-    """Gives the engine-core processes under `roots` (every thread of them) the nice value `nice`."""
-    for process in _family(roots):
-        if _name(process).startswith(ENGINE_CORE_NAME):
-            _lower_priority(process, nice)
 
 
 def replica_engine_core(index: int) -> int:

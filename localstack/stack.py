@@ -20,7 +20,7 @@ from localstack.model_choice import repository_models
 from localstack.model_repo import write_model_repository
 from localstack.net import free_port, http_ok
 from localstack.paths import REPO_ROOT
-from localstack.placement import engine_layout, keep_off_compute_cores, lower_engine_core_priority
+from localstack.placement import engine_layout, keep_off_compute_cores
 from localstack.processes import RUN_MARKER, Service, SignalFlag, engine_session_nice, lower_session_priority
 from localstack.processes import stray_processes, wait_until
 from localstack.stack_config import StackConfig
@@ -202,13 +202,11 @@ class LocalStack:
         return [psutil.Process(s.pid) for s in (self.triton, self.gateway) if s is not None and s.running()]
 
     def place_processes(self) -> None:
-        """Once the engine is up, its engine core yields to everything else, and for a compute-bound engine
-        everything else moves to the cores its compute threads leave free."""
-        cfg = self.config
+        """Once the engine is up, everything else moves to the cores its compute threads leave free."""
+        if not self.config.keep_off_engine_cores:
+            return
         try:
-            if cfg.engine_core_nice:
-                lower_engine_core_priority(self._services(), cfg.engine_core_nice)
-            cores = keep_off_compute_cores(self._services()) if cfg.keep_off_engine_cores else set()
+            cores = keep_off_compute_cores(self._services())
         except psutil.NoSuchProcess:  # a service ended meanwhile
             return
         if cores:  # none while an engine is still starting: what was placed stays
@@ -239,7 +237,7 @@ class LocalStack:
                 replica.wait_triton_ready()
             self.wait_gateway_ready()
             self.place_processes()
-            if self.config.keep_off_engine_cores or self.config.engine_core_nice:
+            if self.config.keep_off_engine_cores:
                 self._placer = threading.Thread(target=self._keep_placed, name="placement", daemon=True)
                 self._placer.start()
         except BaseException:

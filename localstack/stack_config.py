@@ -10,7 +10,7 @@ from localstack.model_choice import FAST_MODEL_MEMORY_SHARE as LEAST_SHARE  # th
 from localstack.model_choice import ServedModel, repository_models
 from localstack.model_repo import ENGINE_MEMORY_SHARE
 from localstack.paths import DEFAULT_MODEL_NAME, CachePaths, backend_venv_from_env, default_cache_dir
-from localstack.placement import ENGINE_CORE_NICE, replica_engine_core
+from localstack.placement import replica_engine_core
 
 REPLICA_PORT_STEP = 100
 
@@ -34,9 +34,6 @@ class StackConfig:
     engine_memory_share: float = ENGINE_MEMORY_SHARE
     # Triton, its stubs and the gateway on the cores vLLM's CPU workers leave free (localstack.placement).
     keep_off_engine_cores: bool = True
-    # The nice value of vLLM's engine-core process, whose busy-polling competes with the serving processes for
-    # the cores (localstack.placement); 0 leaves it alone.
-    engine_core_nice: int = ENGINE_CORE_NICE
     # Triton replicas, each with its own engine, behind the one gateway; replica i listens on the ports + 100 * i.
     replicas: int = 1
     # The core this stack's engine computes on (VLLM_CPU_OMP_THREADS_BIND); None: vLLM's choice, every core but
@@ -48,19 +45,15 @@ class StackConfig:
 
     def first_of_replicas(self) -> "StackConfig":
         """This configuration as replica 0 of several: its engine's share of the memory one would reserve (but
-        never less than any engine needs), its own core, and no placement or priority. Unchanged for a single
-        replica."""
+        never less than any engine needs), its own core, and no placement. Unchanged for a single replica."""
         if self.replicas <= 1:
             return self
         share = max(self.engine_memory_share / self.replicas, min(self.engine_memory_share, LEAST_SHARE))
-        return replace(
-            self, engine_memory_share=share, keep_off_engine_cores=False, engine_core_nice=0,
-            engine_core=replica_engine_core(0),
-        )  # fmt: skip
+        return replace(self, engine_memory_share=share, keep_off_engine_cores=False, engine_core=replica_engine_core(0))
 
     def replica(self, index: int) -> "StackConfig":
         """The configuration of replica `index` (1 and up), from `first_of_replicas`'s: its own ports, run folder
-        and core, and no core placement or priority (placement tuned for one engine does not apply to two)."""
+        and core, and no core placement (placement tuned for one engine does not apply to two)."""
         offset = REPLICA_PORT_STEP * index
         return replace(
             self,
@@ -70,7 +63,6 @@ class StackConfig:
             metrics_port=self.metrics_port + offset,
             replicas=1,
             keep_off_engine_cores=False,
-            engine_core_nice=0,
             engine_core=replica_engine_core(index),
         )
 
