@@ -1,6 +1,7 @@
-"""Part 4, routing over replicas: two Triton replicas of the fast model with prefix caching on, and one gateway
-at a time in front of them, restarted for each policy (`round_robin`, `least_load`, `prefix`) while the
-replicas keep running; then the same load through a gateway over one replica alone, the hit-rate baseline.
+"""Part 4, routing over replicas: two Triton replicas of a model (the fast one unless told) with prefix
+caching on, and one gateway at a time in front of them, restarted for each policy (`round_robin`, `least_load`,
+`prefix`) while the replicas keep running; then the same load through a gateway over one replica alone, the
+hit-rate baseline.
 
 Each run sends its own system prompts (seeded by the run's name), so no run finds another's prompts cached, and
 reads counter deltas, never absolute values. The engines' KV cache is capped (`kv_blocks`, vLLM's
@@ -18,7 +19,7 @@ from typing import Any
 
 from bench.jobs import run_json
 from bench.routing_report import POLICIES, SINGLE, kv_blocks
-from localstack.model_choice import memory_share
+from localstack.model_choice import ServedModel, resolve_model
 from localstack.model_repo import write_model_repository
 from localstack.net import free_port, http_ok
 from localstack.paths import FAST_MODEL_NAME, CachePaths, default_cache_dir
@@ -42,7 +43,7 @@ class RoutingConfig:
     kv_blocks: int | None = None  # per engine; None: `routing_report.kv_blocks`; 0: the engine's own size
     warmup_requests: int = 32
     policies: tuple[str, ...] = (SINGLE, *POLICIES)
-    model: str = FAST_MODEL_NAME
+    model: str = FAST_MODEL_NAME  # a prepared model's name or a Hugging Face folder, as `make up MODEL=`
 
     def engine_blocks(self) -> int | None:
         if self.kv_blocks is None:
@@ -51,16 +52,16 @@ class RoutingConfig:
 
     def workload(self) -> dict[str, Any]:
         return {
-            "clients": self.clients, "requests per run": self.requests, "system prompts": self.prefixes,
-            "system prompt tokens": self.system_tokens, "max_tokens": self.max_tokens,
+            "model": self.model, "clients": self.clients, "requests per run": self.requests,
+            "system prompts": self.prefixes, "system prompt tokens": self.system_tokens, "max_tokens": self.max_tokens,
             "KV blocks per engine": self.engine_blocks() or "engine's own", "block tokens": BLOCK_TOKENS,
         }  # fmt: skip
 
 
-def _repository(cfg: RoutingConfig, model_dir: Path) -> Path:
-    """The local stack's repository for the fast model, with prefix caching on and the cache capped."""
-    target = write_model_repository(cfg.out_dir / "model_repository", model_dir, cfg.model, memory_share(cfg.model))
-    path = target / cfg.model / "1" / "model.json"
+def _repository(cfg: RoutingConfig, model: ServedModel) -> Path:
+    """The local stack's repository for the model, with prefix caching on and the cache capped."""
+    target = write_model_repository(cfg.out_dir / "model_repository", model.folder, model.name, model.memory_share)
+    path = target / model.name / "1" / "model.json"
     args = json.loads(path.read_text())
     args["enable_prefix_caching"] = True
     blocks = cfg.engine_blocks()
@@ -75,12 +76,12 @@ class Routing:
         self.config = config
         self.log = log
         self.runs: list[dict[str, Any]] = []
-        self.model_dir = CachePaths(default_cache_dir()).fast_model_dir
+        self.model = resolve_model(config.model, CachePaths(default_cache_dir()))
 
     def _stack(self) -> LocalStack:
         cfg = self.config
         config = StackConfig.serving_repository(
-            _repository(cfg, self.model_dir), run_dir=cfg.out_dir / "stack", http_port=free_port(),
+            _repository(cfg, self.model), run_dir=cfg.out_dir / "stack", http_port=free_port(),
             grpc_port=free_port(), metrics_port=free_port(), gateway_port=free_port(), replicas=REPLICAS,
             keep_off_engine_cores=False,
         )  # fmt: skip
@@ -101,7 +102,7 @@ class Routing:
         env = {
             "GATEWAY_TRITON_GRPC_URLS": ",".join(f"127.0.0.1:{r.config.grpc_port}" for r in replicas),
             "GATEWAY_TRITON_METRICS_URLS": json.dumps([r.triton_metrics_url for r in replicas]),
-            "GATEWAY_REQUIRED_MODELS": self.config.model,
+            "GATEWAY_REQUIRED_MODELS": self.model.name,
             "GATEWAY_ROUTING": policy,
             "GATEWAY_READY_CACHE_S": "0",
         }
@@ -115,7 +116,7 @@ class Routing:
     def _load(self, url: str, replicas: list[LocalStack], name: str, requests: int) -> dict[str, Any]:
         cfg = self.config
         args = [
-            "--url", url, "--model", cfg.model, "--tokenizer", str(self.model_dir),
+            "--url", url, "--model", self.model.name, "--tokenizer", str(self.model.folder),
             "--metrics-urls", json.dumps([r.triton_metrics_url for r in replicas]),
             "--replicas", json.dumps([f"127.0.0.1:{r.config.grpc_port}" for r in replicas]),
             "--tag", name, "--prefixes", str(cfg.prefixes), "--system-tokens", str(cfg.system_tokens),
@@ -148,7 +149,7 @@ class Routing:
         self.log(f"part 4: {cfg.workload()}")
         stack = self._stack()
         try:
-            self.log(f"starting {REPLICAS} Triton replicas of {cfg.model} in {stack.config.run_dir}")
+            self.log(f"starting {REPLICAS} Triton replicas of {self.model.name} in {stack.config.run_dir}")
             replicas = self._start_replicas(stack)
             self.log(f"  warm-up: {cfg.warmup_requests} requests over both replicas, prompts of their own")
             self._one(stack, replicas, "warmup", "round_robin", cfg.warmup_requests)

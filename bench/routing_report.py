@@ -135,7 +135,7 @@ def _per_replica(row: dict[str, Any], key: str, digits: int) -> str:
 
 
 def markdown(part: dict[str, Any]) -> str:
-    lines = ["## Part 4: routing over two replicas, a prefix-heavy workload (fast model, prefix caching on)\n"]
+    lines = ["## Part 4: routing over two replicas, a prefix-heavy workload (prefix caching on)\n"]
     if "error" in part:
         lines.append(f"**Part 4 failed:** `{part['error']}` (the runs before the failure are below)\n")
     workload = part.get("workload")

@@ -30,7 +30,7 @@ from bench.prompts import Workload
 from bench.routing import Routing, RoutingConfig
 from bench.routing_report import POLICIES, SINGLE
 from bench.serving import Serving, ServingConfig
-from localstack.paths import REPO_ROOT, CachePaths, default_cache_dir
+from localstack.paths import DEFAULT_MODEL_NAME, REPO_ROOT, CachePaths, default_cache_dir
 from localstack.processes import stop_on_sigterm
 
 
@@ -101,6 +101,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     four.add_argument(
         "--kv-blocks", type=int, help="each engine's KV cache in 128-token blocks (default: a share of the prompts "
         "fits, not all; 0: the engine's own size)"
+    )  # fmt: skip
+    four.add_argument(
+        "--model", default=RoutingConfig.model, help=f"a prepared model or a Hugging Face folder (default "
+        f"{RoutingConfig.model}; {DEFAULT_MODEL_NAME}: prefills that cost what a prefix hit saves)"
     )  # fmt: skip
     four.add_argument(
         "--policies", default=",".join((SINGLE, *POLICIES)), help=f"runs, in order (default {SINGLE},"
@@ -238,6 +242,7 @@ def _part4(args: argparse.Namespace, out_dir: Path) -> dict[str, Any]:
         system_tokens=args.system_tokens,
         max_tokens=args.reply_tokens,
         kv_blocks=args.kv_blocks,
+        model=args.model,
         policies=tuple(p.strip() for p in args.policies.split(",") if p.strip()),
     )
     routing = Routing(config, _log)

@@ -119,3 +119,17 @@ def test_targets_without_a_baseline_are_not_applicable_and_the_table_still_rende
     assert rr.targets([]) == []
     text = rr.markdown({"rows": found, "workload": {"clients": 64}, "error": "boom"})
     assert "| prefix |" in text and "boom" in text and "clients 64" in text
+
+
+def test_part_4_serves_the_model_it_is_given_by_name_or_folder(tmp_path) -> None:
+    from bench.routing import Routing, RoutingConfig
+    from localstack.paths import DEFAULT_MODEL_NAME, CachePaths, default_cache_dir
+
+    routing = Routing(RoutingConfig(out_dir=tmp_path, model=DEFAULT_MODEL_NAME))
+    assert routing.model.folder == CachePaths(default_cache_dir()).default_model_dir
+    assert routing.config.workload()["model"] == DEFAULT_MODEL_NAME
+    folder = tmp_path / "My-Model"
+    folder.mkdir()
+    (folder / "config.json").write_text("{}")
+    served = Routing(RoutingConfig(out_dir=tmp_path, model=str(folder))).model
+    assert (served.folder, served.name) == (folder, "my-model")  # a Triton model name, not the path
