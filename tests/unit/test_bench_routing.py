@@ -3,10 +3,14 @@ each policy's run (bench/routing_report.py, bench/prefix_load.py's prompt sizing
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from prometheus_client.parser import text_string_to_metric_families
 
 from bench import routing_report as rr
 from bench.prefix_load import fewest_words, system_prompts
+from bench.routing import Routing, RoutingConfig
+from localstack.paths import DEFAULT_MODEL_NAME, CachePaths, default_cache_dir
 
 
 def _run(policy: str, replicas: list[tuple[float, float, float]], p90: float = 100.0, failed: int = 0) -> dict:
@@ -121,10 +125,7 @@ def test_targets_without_a_baseline_are_not_applicable_and_the_table_still_rende
     assert "| prefix |" in text and "boom" in text and "clients 64" in text
 
 
-def test_part_4_serves_the_model_it_is_given_by_name_or_folder(tmp_path) -> None:
-    from bench.routing import Routing, RoutingConfig
-    from localstack.paths import DEFAULT_MODEL_NAME, CachePaths, default_cache_dir
-
+def test_part_4_serves_the_model_it_is_given_by_name_or_folder(tmp_path: Path) -> None:
     routing = Routing(RoutingConfig(out_dir=tmp_path, model=DEFAULT_MODEL_NAME))
     assert routing.model.folder == CachePaths(default_cache_dir()).default_model_dir
     assert routing.config.workload()["model"] == DEFAULT_MODEL_NAME
