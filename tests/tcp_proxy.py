@@ -11,7 +11,10 @@ It runs its own asyncio loop in a thread, so that synchronous tests can drive it
 `pause`, `black_hole` and `reset` also take `after_bytes`: the fault then hits once that many more bytes have gone
 down a connection (towards the client), on the connections open and those to come, until `forward()`. Armed
 before a request, it cannot be outrun by a fast engine on a loaded machine, as a call made after reading the
-stream's first event can. `forward()` ends every fault and goes back to normal.
+stream's first event can. A reset after bytes lands `RESET_QUIET_S` after the last of them, with nothing more sent:
+a RST that reaches the peer before it has read them makes the kernel drop them, and the stream would then look
+reset before its first byte (the case that `reset()` on a paused connection tests). `forward()` ends every fault
+and goes back to normal.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from typing import Literal
 Mode = Literal["forward", "paused", "black_hole", "refusing"]
 Fault = Literal["paused", "black_hole", "reset"]
 Direction = Literal["up", "down"]
+RESET_QUIET_S = 0.5  # between the last bytes let through and an armed reset: time for the peer to read them
 
 
 def _reset(writer: asyncio.StreamWriter) -> None:
@@ -230,6 +234,7 @@ class FaultProxy:
                         fault = self._armed[0] if self._armed else "reset"
                         if fault == "reset":
                             await writer.drain()
+                            await asyncio.sleep(RESET_QUIET_S)
                             self._drop(connection)
                             return
                         if self._mode == "forward":

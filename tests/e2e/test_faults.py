@@ -198,9 +198,10 @@ def test_a_black_hole_after_the_first_byte_ends_the_stream_with_an_error_event(g
 
 @pytest.mark.parametrize("after_bytes", [8192, 32768], ids=["after-8-KiB", "after-32-KiB"])
 def test_a_reset_mid_stream_ends_the_stream_with_an_error_event(gateway: Gateway, after_bytes: int) -> None:
-    """The RST hits while responses flow: the stream ends with an error event then [DONE]. The gateway's gRPC
-    usually reads the RST at once (a 503-style event, UNAVAILABLE); now and then it did not within the stall
-    deadline (2 s), which then ended the stream. Whether the engine was cancelled is not checked here: the fast
+    """The RST hits mid-stream, half a second after the bytes before it (tests/tcp_proxy.py: without that pause
+    it could overtake them, and the stream failed before its first byte, 3 times in a row once on CI): the stream
+    ends with an error event then [DONE]. The gateway's gRPC usually reads the RST at once (a 503-style event,
+    UNAVAILABLE); now and then it did not within the stall deadline (2 s), which then ended the stream. Whether the engine was cancelled is not checked here: the fast
     engine finishes 2000 tokens in about a second, ahead of what the gateway relays, so it may be done before
     the reset; that the engine ends up idle is (after every test), and test_deadlines checks cancellation."""
     gw = gateway
