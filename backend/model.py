@@ -187,6 +187,15 @@ class TritonPythonModel:
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.loop_thread.join(timeout=10)
         self.outbox.close()
+        self._release_metrics()
+
+    def _release_metrics(self) -> None:
+        """Drops the Triton metrics now, metrics before their families, while the stub still runs: left to the
+        interpreter's exit, a family's metrics clear themselves into shared memory already gone (a segfault)."""
+        if self.sink is not None:
+            self.sink.metrics.clear()
+        self.healthy_gauge = None
+        self.metric_families.clear()
 
     # ---- engine health ----------------------------------------------------------------------------
 

@@ -221,3 +221,7 @@ def test_a_draining_replica_finishes_its_streams_and_gets_no_new_requests(fleet:
         assert status == 200 and events[-1] == "data: [DONE]", events[-2:]
         assert json.loads(events[-2].removeprefix("data: "))["choices"][0]["finish_reason"] == "length", events[-2]
     assert fleet.requests_on(fleet.b) == drained_from, "a new request went to the draining replica"
+    triton = fleet.b.triton
+    triton.process.wait(timeout=60)  # its drain ends, the engine stops, the stub exits: cleanly
+    log = triton.log_path.read_text(errors="replace")
+    assert "successfully unloaded" in log and "Segfault" not in log, triton.log_tail()
