@@ -73,11 +73,16 @@ class ModelMap:
     async def refresh(self) -> list[ModelEntry]:
         """A fresh index, shared with every caller that asks while it is on its way. Raises OpenAIError
         when Triton cannot answer; the map then keeps what it had."""
+        inflight = self.refresh_soon()
+        # Shielded: one caller giving up (its client went away) must not cancel the others' refresh.
+        return await asyncio.shield(inflight)
+
+    def refresh_soon(self) -> asyncio.Future[list[ModelEntry]]:
+        """Starts a refresh unless one is on its way, for a caller that need not wait for it."""
         if self._inflight is None:
             self._inflight = asyncio.ensure_future(self._fetch_and_store())
             self._inflight.add_done_callback(self._clear_inflight)
-        # Shielded: one caller giving up (its client went away) must not cancel the others' refresh.
-        return await asyncio.shield(self._inflight)
+        return self._inflight
 
     def _clear_inflight(self, future: asyncio.Future[list[ModelEntry]]) -> None:
         self._inflight = None

@@ -50,7 +50,8 @@ class _Outcome:
 
 class UpstreamError(OpenAIError):
     """Triton refused or failed a request. `retryable`: the replica could not take it (unreachable, its engine
-    unavailable, its breaker open), so another replica may, as long as nothing was sent to the client yet."""
+    unavailable, its breaker open, the model gone from it), so another replica may, as long as nothing was sent to
+    the client yet."""
 
     def __init__(self, status: int, message: str, *, retryable: bool = False, **fields: object) -> None:
         super().__init__(status, message, **fields)  # type: ignore[arg-type]
@@ -77,7 +78,7 @@ def _rpc_error(exc: grpc.aio.AioRpcError) -> OpenAIError:
     if code == grpc.StatusCode.INVALID_ARGUMENT:
         return UpstreamError(400, _without_prefix(details))
     if code == grpc.StatusCode.NOT_FOUND:
-        return UpstreamError(404, details)
+        return UpstreamError(404, details, retryable=True)  # see stream_error
     return UpstreamError(502, f"Triton error: {details}", type="upstream_error")
 
 
@@ -90,7 +91,9 @@ def stream_error(message: str) -> OpenAIError:
     if "unavailable" in lowered or "unhealthy" in lowered:
         return UpstreamError(503, message, retryable=True)
     if "unknown model" in lowered or "not found" in lowered:
-        return UpstreamError(404, message)
+        # Retryable: the gateway sends a model only to a replica that listed it READY, so this one has just lost
+        # it (a drain unloads every model at once, an unload one) and another replica may still serve it.
+        return UpstreamError(404, message, retryable=True)
     return UpstreamError(502, message, type="upstream_error")
 
 

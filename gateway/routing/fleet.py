@@ -313,6 +313,7 @@ class Fleet:
                     if not self._may_retry(exc, len(tried), started):
                         raise
                     tried.add(replica.url)
+                    replica.models.refresh_soon()  # a drain or an unload not seen yet: no more requests go there
                     m.retries.labels(replica.url).inc()
                     log.info("retrying on another replica: %s failed before the first byte: %s", replica.url, exc)
                     continue
@@ -337,6 +338,7 @@ class Fleet:
                 if not self._may_retry(exc, len(tried), started):
                     raise
                 tried.add(replica.url)
+                replica.models.refresh_soon()
                 log.info("retrying a tokenize request on another replica: %s failed: %s", replica.url, exc)
 
     def _may_retry(self, exc: UpstreamError, retried: int, started: float) -> bool:

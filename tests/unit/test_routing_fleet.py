@@ -15,20 +15,24 @@ from gateway.resilience.breaker import BreakerBoard
 from gateway.routing.fleet import Fleet, FleetConfig
 from gateway.routing.metrics import RoutingMetrics
 from gateway.routing.upstreams import UpstreamEntries
-from gateway.triton_client import UpstreamError
+from gateway.triton_client import UpstreamError, stream_error
 
 
 class FakeReplica:
     def __init__(self, url: str, behaviour: str) -> None:
         self.url = url
-        self.behaviour = behaviour  # "ok", "unavailable", "unavailable_mid", "bad_request"
+        self.behaviour = behaviour  # "ok", "unavailable", "unavailable_mid", "bad_request", "model_gone"
         self.breakers = BreakerBoard(0, 0)
         self.calls = 0
         self.health_timeout_s = 1.0
         self.max_model_len = 2048
         self.tokenize_calls: list[TokenizerCall] = []
+        self.index_calls = 0
 
     async def repository_index(self) -> list[ModelEntry]:
+        self.index_calls += 1
+        if self.behaviour == "model_gone" and self.calls:  # what it says once its drain has begun
+            return [ModelEntry("m", "1", "UNAVAILABLE")]
         return [ModelEntry("m", "1", "READY")]
 
     async def server_ready(self) -> bool:
@@ -52,6 +56,8 @@ class FakeReplica:
             raise UpstreamError(503, "Triton is unavailable", retryable=True)
         if self.behaviour == "bad_request":
             raise UpstreamError(400, "prompt too long")
+        if self.behaviour == "model_gone":
+            raise stream_error("Request for unknown model: 'm' has no available versions")
         yield GenerateChunk([self.url])
         if self.behaviour == "unavailable_mid":
             raise UpstreamError(503, "Triton is unavailable", retryable=True)
@@ -78,6 +84,23 @@ def test_a_replica_failing_before_the_first_byte_is_retried_elsewhere() -> None:
         for _ in range(4):
             assert await _texts(fleet) == ["b:1", "!"]
         assert fakes["a:1"].calls == 2  # picked in turn, retried on b each time
+        await fleet.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_replica_that_lost_the_model_is_retried_elsewhere_and_rechecked_at_once() -> None:
+    """A drain unloads every model before the replica's next model-map refresh would show it."""
+
+    async def scenario() -> None:
+        fleet, fakes = await _fleet({"a:1": "model_gone", "b:1": "ok"}, policy="round_robin", model_refresh_s=60)
+        indexed = fakes["a:1"].index_calls
+        assert await _texts(fleet) == ["b:1", "!"]  # a's turn, retried on b
+        await asyncio.sleep(0.05)  # the recheck runs beside the requests
+        for _ in range(3):
+            assert await _texts(fleet) == ["b:1", "!"]
+        assert fakes["a:1"].calls == 1  # its map was refreshed after the first: it was not picked again
+        assert fakes["a:1"].index_calls == indexed + 1
         await fleet.close()
 
     asyncio.run(scenario())
