@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import math
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -82,18 +83,23 @@ async def drive(
     requests: int | None = None,
     duration_s: float | None = None,
     warmups: int = 0,
+    until: Callable[[], bool] | None = None,
 ) -> RunResult:
-    """Runs `send(i, record)` from `concurrency` workers until `requests` were sent or `duration_s`
-    passed (whichever is given); `warmups` requests go first and are not recorded."""
-    if requests is None and duration_s is None:
-        raise ValueError("give a request count or a duration")
+    """Runs `send(i, record)` from `concurrency` workers until `requests` were sent, `duration_s` passed or
+    `until()` says so (whichever comes first of those given); `warmups` requests go first and are not recorded."""
+    if requests is None and duration_s is None and until is None:
+        raise ValueError("give a request count, a duration or a condition to stop")
     if warmups:
-        await _workers(send, min(concurrency, warmups), warmups, None, [], _Gauge())
+        await _workers(send, min(concurrency, warmups), warmups, lambda: False, [], _Gauge())
     records: list[RequestRecord] = []
     gauge = _Gauge()
     start = time.perf_counter()
-    deadline = start + duration_s if duration_s is not None else None
-    await _workers(send, concurrency, requests, deadline, records, gauge)
+    deadline = start + duration_s if duration_s is not None else math.inf
+
+    def done() -> bool:
+        return time.perf_counter() >= deadline or (until is not None and until())
+
+    await _workers(send, concurrency, requests, done, records, gauge)
     return RunResult(records, time.perf_counter() - start, gauge.peak)
 
 
@@ -101,7 +107,7 @@ async def _workers(
     send: RequestFunc,
     concurrency: int,
     requests: int | None,
-    deadline: float | None,
+    done: Callable[[], bool],
     records: list[RequestRecord],
     gauge: _Gauge,
 ) -> None:
@@ -109,7 +115,7 @@ async def _workers(
 
     async def worker() -> None:
         for i in indices:  # shared: each index is sent once
-            if deadline is not None and time.perf_counter() >= deadline:
+            if done():
                 return
             record = RequestRecord(start=time.perf_counter())
             gauge.up()

@@ -23,7 +23,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from bench.http_load import _read_stream
 from bench.loadgen import RequestRecord, drive
-from bench.routing_report import prefix_of_request, sample_sum, words
+from bench.routing_report import counter_delta, prefix_of_request, sample_sum, words
 from bench.stats import percentile, summarize
 
 COUNTERS = ("vllm:prefix_cache_queries_total", "vllm:prefix_cache_hits_total")
@@ -134,7 +134,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         queues: list[list[float]] = [[] for _ in metrics_urls]
         sampler = asyncio.create_task(sample_queues(session, metrics_urls, args.model, args.sample_interval, queues))
         try:
-            result = await drive(send, args.clients, args.requests)
+            until = args.until_file.exists if args.until_file else None
+            result = await drive(send, args.clients, None if until else args.requests, until=until)
         finally:
             sampler.cancel()
             await asyncio.gather(sampler, return_exceptions=True)
@@ -148,8 +149,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     summary["replicas"] = [
         {
             "replica": name,
-            "queries": a[COUNTERS[0]] - b[COUNTERS[0]],
-            "hits": a[COUNTERS[1]] - b[COUNTERS[1]],
+            "queries": counter_delta(b[COUNTERS[0]], a[COUNTERS[0]]),
+            "hits": counter_delta(b[COUNTERS[1]], a[COUNTERS[1]]),
             "waiting_mean": statistics.fmean(q) if q else 0.0,
             "waiting_max": max(q, default=0.0),
             "samples": len(q),
@@ -175,6 +176,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--max-tokens", type=int, default=16)
     parser.add_argument("--clients", type=int, default=64)
     parser.add_argument("--requests", type=int, default=512)
+    parser.add_argument("--until-file", type=Path, help="instead of --requests: send until this file exists")
     parser.add_argument("--sample-interval", type=float, default=0.1, help="seconds between queue samples")
     parser.add_argument("--timeout", type=float, default=600.0, help="per request, seconds")
     parser.add_argument("--out", required=True)

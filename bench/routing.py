@@ -1,7 +1,8 @@
 """Part 4, routing over replicas: two Triton replicas of a model (the fast one unless told) with prefix
-caching on, and one gateway at a time in front of them, restarted for each policy (`round_robin`, `least_load`,
-`prefix`) while the replicas keep running; then the same load through a gateway over one replica alone, the
-hit-rate baseline.
+caching on, and one gateway at a time in front of them, started afresh for each run while the replicas keep
+running: the load through one replica alone (`single`, the hit-rate baseline), then each policy (`round_robin`,
+`least_load`, `prefix`), then `prefix` again while one replica restarts (`prefix_restart`,
+bench/replica_restart.py).
 
 Each run sends its own system prompts (seeded by the run's name), so no run finds another's prompts cached, and
 reads counter deltas, never absolute values. The engines' KV cache is capped (`kv_blocks`, vLLM's
@@ -18,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.jobs import run_json
-from bench.routing_report import POLICIES, SINGLE, kv_blocks
+from bench.replica_restart import ReplicaRestart
+from bench.routing_report import PREFIX, RESTART, RUNS, SINGLE, kv_blocks
 from localstack.model_choice import ServedModel, resolve_model
 from localstack.model_repo import write_model_repository
 from localstack.net import free_port, http_ok
@@ -28,6 +30,8 @@ from localstack.stack import LocalStack
 from localstack.stack_config import StackConfig
 
 REPLICAS = 2
+RESTART_AFTER_S = 5.0  # into the restart run, the last replica's Triton gets SIGTERM
+RESTART_TAIL_S = 15.0  # the load goes on this long after it is back: it must get traffic again
 BLOCK_TOKENS = 128  # vLLM's CPU block size unless told otherwise (vllm/platforms/cpu.py)
 
 
@@ -42,7 +46,7 @@ class RoutingConfig:
     user_words: int = 8
     kv_blocks: int | None = None  # per engine; None: `routing_report.kv_blocks`; 0: the engine's own size
     warmup_requests: int = 32
-    policies: tuple[str, ...] = (SINGLE, *POLICIES)
+    policies: tuple[str, ...] = RUNS
     model: str = FAST_MODEL_NAME  # a prepared model's name or a Hugging Face folder, as `make up MODEL=`
 
     def engine_blocks(self) -> int | None:
@@ -56,6 +60,11 @@ class RoutingConfig:
             "system prompts": self.prefixes, "system prompt tokens": self.system_tokens, "max_tokens": self.max_tokens,
             "KV blocks per engine": self.engine_blocks() or "engine's own", "block tokens": BLOCK_TOKENS,
         }  # fmt: skip
+
+
+def _grpc(replica: LocalStack) -> str:
+    """A replica as the gateway names it."""
+    return f"127.0.0.1:{replica.config.grpc_port}"
 
 
 def _repository(cfg: RoutingConfig, model: ServedModel) -> Path:
@@ -100,7 +109,7 @@ class Routing:
     def _gateway(self, stack: LocalStack, replicas: list[LocalStack], name: str, policy: str) -> tuple[Service, str]:
         port = free_port()
         env = {
-            "GATEWAY_TRITON_GRPC_URLS": ",".join(f"127.0.0.1:{r.config.grpc_port}" for r in replicas),
+            "GATEWAY_TRITON_GRPC_URLS": ",".join(_grpc(r) for r in replicas),
             "GATEWAY_TRITON_METRICS_URLS": json.dumps([r.triton_metrics_url for r in replicas]),
             "GATEWAY_REQUIRED_MODELS": self.model.name,
             "GATEWAY_ROUTING": policy,
@@ -113,24 +122,44 @@ class Routing:
             raise RuntimeError(f"the {name} gateway did not become ready:\n{service.log_tail()}")
         return service, url
 
-    def _load(self, url: str, replicas: list[LocalStack], name: str, requests: int) -> dict[str, Any]:
+    def _load(self, url: str, replicas: list[LocalStack], name: str, until: list[str]) -> dict[str, Any]:
+        """One run of the load; `until`: `--requests N`, or `--until-file PATH`."""
         cfg = self.config
         args = [
             "--url", url, "--model", self.model.name, "--tokenizer", str(self.model.folder),
             "--metrics-urls", json.dumps([r.triton_metrics_url for r in replicas]),
-            "--replicas", json.dumps([f"127.0.0.1:{r.config.grpc_port}" for r in replicas]),
+            "--replicas", json.dumps([_grpc(r) for r in replicas]),
             "--tag", name, "--prefixes", str(cfg.prefixes), "--system-tokens", str(cfg.system_tokens),
             "--user-words", str(cfg.user_words), "--max-tokens", str(cfg.max_tokens),
-            "--clients", str(cfg.clients), "--requests", str(requests),
+            "--clients", str(cfg.clients), *until,
         ]  # fmt: skip
         return run_json("bench.prefix_load", args, cfg.out_dir / f"{name}.json", 3600)
 
     def _one(self, stack: LocalStack, replicas: list[LocalStack], name: str, policy: str, requests: int) -> dict:
         service, url = self._gateway(stack, replicas, name, policy)
         try:
-            return self._load(url, replicas, name, requests)
+            return self._load(url, replicas, name, ["--requests", str(requests)])
         finally:
             service.stop(grace_s=stack.gateway_stop_grace_s())
+
+    def _through_restart(self, stack: LocalStack, replicas: list[LocalStack], name: str) -> dict:
+        """`prefix` while the last replica restarts (bench/replica_restart.py); the load runs until it is back."""
+        stop_file = self.config.out_dir / f"{name}.stop"
+        stop_file.unlink(missing_ok=True)
+        service, url = self._gateway(stack, replicas, name, PREFIX)
+        restart = ReplicaRestart(replicas[-1], _grpc(replicas[-1]), url, stop_file, RESTART_AFTER_S, RESTART_TAIL_S)
+        try:
+            restart.start()
+            result = self._load(url, replicas, name, ["--until-file", str(stop_file)])
+            restart.join()
+        finally:
+            stop_file.touch()  # a load that failed leaves the thread nothing to wait for
+            service.stop(grace_s=stack.gateway_stop_grace_s())
+        if restart.error is not None:
+            raise RuntimeError(f"the replica's restart failed: {restart.error!r}") from restart.error
+        result["restart"] = restart.figures
+        self.log(f"  restart: {restart.figures}")
+        return result
 
     def _record(self, name: str, result: dict[str, Any]) -> None:
         result["policy"] = name
@@ -154,6 +183,9 @@ class Routing:
             self.log(f"  warm-up: {cfg.warmup_requests} requests over both replicas, prompts of their own")
             self._one(stack, replicas, "warmup", "round_robin", cfg.warmup_requests)
             for name in cfg.policies:
+                if name == RESTART:
+                    self._record(name, self._through_restart(stack, replicas, name))
+                    continue
                 over = replicas[:1] if name == SINGLE else replicas
                 policy = "round_robin" if name == SINGLE else name  # one replica: every policy picks it
                 self._record(name, self._one(stack, over, name, policy, cfg.requests))

@@ -28,7 +28,7 @@ from bench.gpu_rates import SYSTEMS as RATES_SYSTEMS
 from bench.gpu_rates import GpuRates, RatesConfig
 from bench.prompts import Workload
 from bench.routing import Routing, RoutingConfig
-from bench.routing_report import POLICIES, SINGLE
+from bench.routing_report import PREFIX, RESTART, RUNS, SINGLE
 from bench.serving import Serving, ServingConfig
 from localstack.paths import DEFAULT_MODEL_NAME, REPO_ROOT, CachePaths, default_cache_dir
 from localstack.processes import stop_on_sigterm
@@ -107,8 +107,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         f"{RoutingConfig.model}; {DEFAULT_MODEL_NAME}: prefills that cost what a prefix hit saves)"
     )  # fmt: skip
     four.add_argument(
-        "--policies", default=",".join((SINGLE, *POLICIES)), help=f"runs, in order (default {SINGLE},"
-        f"{','.join(POLICIES)}; {SINGLE}: one replica alone)"
+        "--policies", default=",".join(RUNS), help=f"runs, in order (default {','.join(RUNS)}; {SINGLE}: one "
+        f"replica alone; {RESTART}: {PREFIX} while a replica restarts)"
     )  # fmt: skip
     args = parser.parse_args(argv)
     if not (args.part1 or args.part2 or args.part3 or args.part4):
@@ -116,8 +116,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.part1 and args.part3 and args.systems:
         parser.error("--systems means different things in parts 1 and 3: run them apart")
     runs = [p.strip() for p in args.policies.split(",") if p.strip()]
-    if not runs or not set(runs) <= {SINGLE, *POLICIES}:
-        parser.error(f"--policies takes {', '.join((SINGLE, *POLICIES))}")
+    if not runs or not set(runs) <= set(RUNS):
+        parser.error(f"--policies takes {', '.join(RUNS)}")
     known = set(RATES_SYSTEMS) if args.part3 else {"A", "B", "C"}
     args.systems = {s.strip().upper() for s in args.systems.split(",") if s.strip()} if args.systems else None
     if args.systems and not args.systems <= known:

@@ -99,6 +99,7 @@ def test_targets_read_prefix_against_round_robin_and_the_single_replica() -> Non
         _run(rr.SINGLE, [(1000, 900, 2.0)]),
         _run("round_robin", [(1000, 600, 4.0), (1000, 600, 1.0)], p90=400.0),
         _run("prefix", [(1000, 800, 1.0), (1000, 800, 1.2)], p90=150.0),
+        _run(rr.RESTART, [(1000, 800, 1.0), (300, 100, 1.0)], p90=900.0),
     ])  # fmt: skip
     ratios = rr.ratios(found)
     assert ratios["prefix/round_robin TTFT p90"] == 150.0 / 400.0
@@ -114,7 +115,29 @@ def test_targets_fail_on_slow_prefix_routing_a_hot_replica_or_any_error() -> Non
         _run("prefix", [(1000, 500, 3.0), (1000, 500, 0.0)], p90=150.0),
     ])  # fmt: skip
     verdicts = [t["pass"] for t in rr.targets(found)]
-    assert verdicts == [False, False, False, False]  # 0.75x, 0.56x, 2.0x, 1 error
+    assert verdicts == [False, False, False, False, None]  # 0.75x, 0.56x, 2.0x, 1 error, no restart run
+
+
+_RESTART = {
+    "replica": "127.0.0.1:8101", "restarted_after_s": 5.0, "drained_and_stopped_s": 1.2, "ready_again_s": 20.5,
+    "requests_before": 40.0, "requests_while_away": 0.0, "requests_after_back": 31.0, "tail_s": 15.0,
+}  # fmt: skip
+
+
+def test_errors_through_a_restart_are_their_own_target_and_its_figures_are_reported() -> None:
+    restart_run = {**_run(rr.RESTART, [(1000, 800, 1.0), (200, 100, 1.0)], failed=2), "restart": _RESTART}
+    found = rr.rows([_run("prefix", [(1000, 800, 1.0), (1000, 800, 1.0)]), restart_run])
+    verdicts = {t["target"]: t["pass"] for t in rr.targets(found)}
+    assert verdicts["part 4: errors, every policy"] is True
+    assert verdicts["part 4: errors through a replica restart"] is False
+    text = rr.markdown({"rows": found})
+    assert f"| {rr.RESTART} |" in text
+    assert "ready again 20.5 s later" in text and "31 in the 15 s after" in text
+
+
+def test_a_counter_that_went_back_restarted_with_its_replica() -> None:
+    assert rr.counter_delta(100.0, 250.0) == 150.0
+    assert rr.counter_delta(100.0, 30.0) == 30.0  # counted since the restart
 
 
 def test_targets_without_a_baseline_are_not_applicable_and_the_table_still_renders() -> None:
