@@ -196,7 +196,8 @@ def _replica_state(fleet: Fleet, stack: LocalStack) -> str:
 
 def test_a_draining_replica_finishes_its_streams_and_gets_no_new_requests(fleet: Fleet) -> None:
     """SIGTERM makes Triton drain: it says it is not ready and waits for its requests. The gateway sends it nothing
-    new once it sees that, and the streams it had finish complete. (Last in the module: B stops for good.)"""
+    new once it sees that, what it sent before then completes elsewhere, and the streams it had finish complete;
+    then it exits cleanly. (Last in the module: B stops for good.)"""
     assert fleet.b.triton is not None and fleet.b.triton.running()
     on_b = fleet.requests_on(fleet.b)
 
@@ -204,17 +205,23 @@ def test_a_draining_replica_finishes_its_streams_and_gets_no_new_requests(fleet:
         async with httpx.AsyncClient(timeout=120) as client:
             body = _body(fleet.model, "Go on:", max_tokens=1000, stream=True)
             firsts = [asyncio.Event() for _ in range(8)]
+
+            def short(prompt: str) -> asyncio.Task[tuple[int, list[str]]]:
+                return asyncio.create_task(_stream(client, fleet.url, _body(fleet.model, prompt, 16, True)))
+
             with engine_paused(fleet.a, fleet.b) as engines:  # B's streams are mid-way when it starts draining
                 running = [asyncio.create_task(_stream(client, fleet.url, body, first)) for first in firsts]
                 await _step_until_started(engines, firsts)
                 assert fleet.requests_on(fleet.b) > on_b, "no stream went to replica B"
                 fleet.b.triton.process.terminate()
+                # Before the gateway can know of the drain: those sent to B are refused there and retried on A.
+                meanwhile = [short(f"Meanwhile {i}") for i in range(8)]
                 seen = await asyncio.to_thread(wait_until, lambda: _replica_state(fleet, fleet.b) != "ready", 3, 0.1)
                 assert seen, "the gateway did not see replica B draining"
             drained_from = fleet.requests_on(fleet.b)
-            after = [asyncio.create_task(_stream(client, fleet.url, _body(fleet.model, f"Hi {i}", 16, True)))
-                     for i in range(16)]  # fmt: skip
-            return list(await asyncio.gather(*running)), list(await asyncio.gather(*after)), drained_from
+            after = [short(f"Hi {i}") for i in range(16)]
+            ended = await asyncio.gather(*running, *meanwhile)
+            return list(ended), list(await asyncio.gather(*after)), drained_from
 
     running, after, drained_from = asyncio.run(scenario())
     for status, events in [*running, *after]:
