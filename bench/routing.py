@@ -148,12 +148,11 @@ class Routing:
         stop_file.unlink(missing_ok=True)
         service, url = self._gateway(stack, replicas, name, PREFIX)
         restart = ReplicaRestart(replicas[-1], _grpc(replicas[-1]), url, stop_file, RESTART_AFTER_S, RESTART_TAIL_S)
+        restart.start()
         try:
-            restart.start()
             result = self._load(url, replicas, name, ["--until-file", str(stop_file)])
-            restart.join()
         finally:
-            stop_file.touch()  # a load that failed leaves the thread nothing to wait for
+            restart.join()  # even after a failed load: the restarted Triton is then the stack's to stop
             service.stop(grace_s=stack.gateway_stop_grace_s())
         if restart.error is not None:
             raise RuntimeError(f"the replica's restart failed: {restart.error!r}") from restart.error
