@@ -29,6 +29,7 @@ from vllm_backend.chat import ChatError  # noqa: E402
 from vllm_backend.compat import (  # noqa: E402  the only module that imports vLLM
     CLIENT_ERRORS,
     PROMPT_LOGPROBS,
+    batch_limits,
     describe,
     engine_answers,
     engine_tokenizer,
@@ -167,7 +168,12 @@ class TritonPythonModel:
     async def _start_engine(self) -> Any:
         loggers = [stat_logger_factory(self.sink)] if self.sink is not None else None
         with unconfined_thread():  # the engine's processes inherit this thread's cores
-            engine = start_engine(self.engine_args, loggers)
+            engine, config = start_engine(self.engine_args, loggers)
+        max_num_seqs, max_num_batched_tokens = batch_limits(config)
+        self.logger.log_info(
+            f"[vllm] batch limits: max_num_seqs {max_num_seqs}, max_num_batched_tokens {max_num_batched_tokens}"
+            " (vllm serve's defaults for this device, unless model.json sets them)"
+        )
         # The engine's processes are this stub's children (the reaper excepted): stop them if the stub dies.
         children = psutil.Process().children(recursive=True)
         self.reaper.guard([p for p in children if p.pid != self.reaper.process.pid])

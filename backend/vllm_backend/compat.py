@@ -135,17 +135,37 @@ def engine_class() -> Any:
     return _get("vllm.v1.engine.async_llm.AsyncLLM")
 
 
-def start_engine(engine_args: dict[str, Any], stat_loggers: list[Callable[..., Any]] | None) -> Any:
-    """A started engine for model.json's arguments, reporting to `stat_loggers`."""
-    args = AsyncEngineArgs(**engine_args)
+# `vllm serve` builds its engine under this usage context, and vLLM picks its batch limits by it and by the card:
+# max_num_seqs 1024 and max_num_batched_tokens 8192 on an 80 GB H100 (0.25), where the engine's own default
+# context leaves 128 sequences. The backend builds its engine the same way, so that the same model.json gives
+# the same engine as `vllm serve` with the same arguments; values that model.json sets still win.
+SERVER_USAGE_CONTEXT = _get("vllm.usage.usage_lib.UsageContext").OPENAI_API_SERVER
+
+
+def engine_config(engine_args: dict[str, Any]) -> Any:
+    """The engine's configuration for model.json's arguments, resolved as `vllm serve` resolves it."""
+    return AsyncEngineArgs(**engine_args).create_engine_config(usage_context=SERVER_USAGE_CONTEXT)
+
+
+def batch_limits(config: Any) -> tuple[int, int]:
+    """(max_num_seqs, max_num_batched_tokens) of a resolved configuration."""
+    scheduler = config.scheduler_config
+    return int(scheduler.max_num_seqs), int(scheduler.max_num_batched_tokens)
+
+
+def start_engine(engine_args: dict[str, Any], stat_loggers: list[Callable[..., Any]] | None) -> tuple[Any, Any]:
+    """A started engine for model.json's arguments, reporting to `stat_loggers`, and its resolved configuration."""
     cls = engine_class()
+    config = engine_config(engine_args)
     if chosen("engine") == "AsyncLLM.from_vllm_config":
-        engine = cls.from_vllm_config(args.create_engine_config(), stat_loggers=stat_loggers)
-    else:
-        engine = cls.from_engine_args(args, stat_loggers=stat_loggers)
+        engine = cls.from_vllm_config(config, usage_context=SERVER_USAGE_CONTEXT, stat_loggers=stat_loggers)
+    else:  # builds the same configuration again inside
+        engine = cls.from_engine_args(
+            AsyncEngineArgs(**engine_args), usage_context=SERVER_USAGE_CONTEXT, stat_loggers=stat_loggers
+        )
     if chosen("envs_cache"):  # as vLLM's engine process does once started: the environment is set by now
         _get("vllm.envs.enable_envs_cache")()
-    return engine
+    return engine, config
 
 
 async def engine_tokenizer(engine: Any) -> Any:

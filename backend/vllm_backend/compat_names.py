@@ -66,18 +66,29 @@ FEATURES: tuple[Feature, ...] = (
     Feature(
         "engine",
         (
-            # The engine takes our stat logger at construction; from_vllm_config after building the config.
-            Alternative("AsyncLLM.from_engine_args", (_n(_ASYNC_LLM, "from_engine_args", "stat_loggers"), *_ENGINE_API)),
+            # The engine takes our stat logger at construction, from the configuration the backend built (so that
+            # it can log the limits it resolved); older releases build it inside from_engine_args.
             Alternative("AsyncLLM.from_vllm_config", (
                 _n(_ASYNC_LLM, "from_vllm_config", "stat_loggers"),
-                _n("vllm.engine.arg_utils.AsyncEngineArgs", "create_engine_config"),
+                _n(_ASYNC_LLM, "from_vllm_config", "usage_context"),
                 *_ENGINE_API,
             )),
+            Alternative("AsyncLLM.from_engine_args", (_n(_ASYNC_LLM, "from_engine_args", "stat_loggers"), *_ENGINE_API)),
             Alternative("AsyncLLMEngine.from_engine_args", (
                 _n("vllm.engine.async_llm_engine.AsyncLLMEngine", "from_engine_args", "stat_loggers"),
             )),
         ),
         doc="the engine class and its constructor",
+    ),
+    Feature(
+        "server_usage_context",
+        (
+            Alternative("OPENAI_API_SERVER", (
+                _n("vllm.usage.usage_lib.UsageContext", "OPENAI_API_SERVER"),
+                _n("vllm.engine.arg_utils.EngineArgs", "create_engine_config", "usage_context"),
+            )),
+        ),
+        doc="the usage context `vllm serve` builds its engine with: its batch limits for the card",
     ),
     Feature("engine_args", (Alternative("AsyncEngineArgs", (_n("vllm.engine.arg_utils.AsyncEngineArgs"),)),)),
     Feature(

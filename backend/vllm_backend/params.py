@@ -18,10 +18,12 @@ def _flag(config: dict[str, Any], key: str, default: bool = False) -> bool:
     return default if value is None else value.lower() == "true"
 
 
-# Under load, streamed outputs are paced to about this many responses a second in all (relay.Pacer): on two cores
-# shared with the engine, the stub, Triton and the gateway carry about 1,800 a second before they hold the engine
-# back (bench/README.md, part 3).
-STREAM_RESPONSES_PER_S = 2000.0
+# A cap on streamed responses a second in all (relay.Pacer), off by default: a request already merges what the
+# engine made while its previous response was in flight (relay.Handover), so it merges only when the path is
+# behind. A fixed rate held every stream to `running / rate` seconds a chunk whatever the card did (128 ms at
+# 256 streams on an H100). The local stack sets 2,000: on two cores shared with the engine, the stub, Triton and
+# the gateway carry about 1,800 a second before they hold the engine back (bench/README.md, part 3).
+STREAM_RESPONSES_PER_S = 0.0
 # Pacing starts above this many running requests; below, every token goes out as it comes.
 STREAM_PACE_ABOVE = 32
 
@@ -62,7 +64,7 @@ class BackendParams:
     cancel_check_interval_s: float = 0.5
     # Ours: above `stream_pace_above` running requests, streamed outputs leave on a shared tick that keeps all
     # of them to about `stream_responses_per_s` responses a second, several tokens per response
-    # (vllm_backend.relay.Pacer); 0 turns it off.
+    # (vllm_backend.relay.Pacer); 0 (the default) turns it off.
     stream_responses_per_s: float = STREAM_RESPONSES_PER_S
     stream_pace_above: int = STREAM_PACE_ABOVE
 

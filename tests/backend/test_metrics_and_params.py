@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -123,6 +124,22 @@ def test_cancel_check_interval() -> None:
     assert BackendParams.from_config(_config(CANCEL_CHECK_INTERVAL_S="0.1")).cancel_check_interval_s == 0.1
     with pytest.raises(ValueError, match="CANCEL_CHECK_INTERVAL_S"):
         BackendParams.from_config(_config(CANCEL_CHECK_INTERVAL_S="0"))
+
+
+def test_stream_pacing_is_off_unless_configured() -> None:
+    """Shipped configs (model_repository/, compose, Helm) merge only when behind; the local CPU stack sets a cap."""
+    assert BackendParams.from_config(_config()).stream_responses_per_s == 0
+    shipped = (Path(__file__).parents[2] / "model_repository").glob("*/config.pbtxt")
+    assert all("STREAM_RESPONSES_PER_S" not in path.read_text() for path in shipped)
+
+
+def test_the_local_stack_caps_streamed_responses(tmp_path: Path) -> None:
+    from localstack.model_repo import CPU_STREAM_RESPONSES_PER_S, write_model_repository
+
+    write_model_repository(tmp_path, tmp_path / "weights", name="m")
+    config = (tmp_path / "m" / "config.pbtxt").read_text()
+    assert f'key: "STREAM_RESPONSES_PER_S" value: {{ string_value: "{CPU_STREAM_RESPONSES_PER_S}" }}' in config
+    assert 'backend: "vllm"' in config
 
 
 def test_stream_pacing_parameters() -> None:
