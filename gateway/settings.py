@@ -16,8 +16,8 @@ class Settings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="GATEWAY_", extra="ignore")
 
-    host: str = "0.0.0.0"
-    port: int = Field(9000, ge=1, le=65535)
+    host: str = Field("0.0.0.0", description="the address the gateway listens on")
+    port: int = Field(9000, ge=1, le=65535, description="the port the gateway listens on (`make up PORT=9100` sets it)")
     triton_grpc_url: str = Field("localhost:8001", description="host:port of Triton's gRPC endpoint (one replica)")
     triton_grpc_urls: str | None = Field(
         None,
@@ -139,8 +139,8 @@ class Settings(BaseSettings):
     )
     api_keys_file: str | None = Field(
         None,
-        description="a JSON Lines file of keys with names, limits and allowed models (README: Keys and limits); "
-        "re-read when it changes",
+        description="a JSON Lines file of keys with names, limits and allowed models (docs/operations.md, Keys and "
+        "limits); re-read when it changes",
     )
     metrics_api_key: str | None = Field(None, description="when set, /metrics needs this key (and only this one)")
     redis_url: str | None = Field(
@@ -183,7 +183,7 @@ class Settings(BaseSettings):
         gt=0,
         description="stored responses older than this are removed (a sweep runs in the background); unset: kept",
     )
-    log_level: str = "info"
+    log_level: str = Field("info", description="the log level (debug, info, warning, error)")
     log_content: bool = Field(False, description="put prompts and outputs in the request logs")
 
 

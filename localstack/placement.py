@@ -3,8 +3,8 @@
 vLLM's CPU worker binds its compute threads to all allowed cores but the last, which it leaves to the other
 processes. The kernel still places Triton, its Python stubs and the gateway on the compute cores whenever the
 spare core is busy, and every time it does, the forward pass waits for them. Pinning them to the spare cores
-once the engine is up gave about 5% more output tokens per second at 64 streams on two cores (README,
-Performance). vLLM's own processes stay where vLLM put them: its engine-core process busy-polls the worker,
+once the engine is up gave about 5% more output tokens per second at 64 streams on two cores (bench/README.md,
+CPU placement). vLLM's own processes stay where vLLM put them: its engine-core process busy-polls the worker,
 and confined to the spare core with the serving processes it held their first tokens back (about 10 ms at
 one stream, seconds in one load). It does share that core with them, though, so it runs at a lower priority:
 a serving thread that wakes up then gets the core at once instead of waiting for the poller's time slice

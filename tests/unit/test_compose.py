@@ -91,9 +91,9 @@ def _default_image(text: str) -> str:
 
 
 def _readme_releases() -> dict[str, str]:
-    """NGC release -> the row's check column, from the README's table of vLLM releases."""
+    """NGC release -> the row's check column, from the table of NGC releases in docs/vllm-releases.md."""
     rows = {}
-    for line in (ROOT / "README.md").read_text().splitlines():
+    for line in (ROOT / "docs" / "vllm-releases.md").read_text().splitlines():
         cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
         if len(cells) == 5 and re.fullmatch(r"\d\d\.\d\d( \(.*\))?", cells[0]):
             rows[cells[0].split()[0]] = cells[4]
@@ -106,7 +106,7 @@ def test_default_image_is_a_checked_release_of_the_readme_table(compose: dict) -
     assert repository == "nvcr.io/nvidia/tritonserver" and tag.endswith("-vllm-python-py3"), image
     release = tag.removesuffix("-vllm-python-py3")
     rows = _readme_releases()
-    assert release in rows, f"{release} is not in the README's table of NGC releases ({sorted(rows)})"
+    assert release in rows, f"{release} is not in docs/vllm-releases.md's table of NGC releases ({sorted(rows)})"
     assert "PASS" in rows[release], rows[release]
     # The newest release of the table whose vLLM passed is the default.
     passing = [name for name, check in rows.items() if "PASS" in check and "every release" not in check]

@@ -201,7 +201,7 @@ def test_gateway_grace_period_covers_prestop_and_drain(drain: float) -> None:
     sleep = container["lifecycle"]["preStop"]["exec"]["command"]
     assert sleep[0] == "sleep"
     assert float(env_of(container)["GATEWAY_DRAIN_TIMEOUT_S"]) == drain
-    # The gateway exits ~7 s after its drain (README: Stopping); the grace period leaves room for it.
+    # The gateway exits ~7 s after its drain (docs/operations.md: Stopping); the grace period leaves room for it.
     assert pod["terminationGracePeriodSeconds"] >= int(sleep[1]) + drain + 7
 
 
