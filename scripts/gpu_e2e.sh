@@ -87,6 +87,21 @@ timeout -k 30 "${TIME_LIMIT_S:-180}" "$py" -m pytest tests/e2e/test_backend.py t
   --junitxml="$out/junit.xml" 2>&1 | tee "$out/pytest.log"
 status=${PIPESTATUS[0]}
 
+# After a hard stop (the limit's SIGKILL), the stack's processes, each in a session of its own, would outlive
+# the call and keep their GPU memory: end those that carry this run's marker (localstack/processes.py).
+"$py" - "$tmp" <<'PY'
+import os, signal, sys
+from pathlib import Path
+marker = f"LOCALSTACK_RUN_DIR={sys.argv[1].rstrip('/')}/".encode()
+for pid in (int(p) for p in os.listdir("/proc") if p.isdigit()):
+    try:
+        if any(item.startswith(marker) for item in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")):
+            os.kill(pid, signal.SIGKILL)
+            print(f"gpu_e2e: ended a process left by the stack: {pid}")
+    except OSError:  # gone meanwhile, or not ours
+        continue
+PY
+
 # The stack's logs and its engine arguments, flat in OUT_DIR.
 for name in triton.log gateway.log; do
   log=$(find "$tmp" -path '*stack*' -name "$name" 2>/dev/null | head -1)
