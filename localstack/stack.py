@@ -19,7 +19,7 @@ from gateway.settings import Settings
 from localstack.model_choice import repository_models
 from localstack.model_repo import write_model_repository
 from localstack.net import free_port, http_ok
-from localstack.paths import REPO_ROOT
+from localstack.paths import REPO_ROOT, TRITON_HOME_VAR
 from localstack.placement import engine_layout, keep_off_compute_cores
 from localstack.processes import RUN_MARKER, Service, SignalFlag, engine_session_nice, lower_session_priority
 from localstack.processes import stray_processes, wait_until
@@ -82,12 +82,14 @@ class LocalStack:
         if not model_dir.is_dir():
             raise StackError(f"no model in {model_dir}: run scripts/install.sh to prepare the local stack")
         target = cfg.run_dir / "model_repository"
-        return write_model_repository(target, model_dir, cfg.model_name, cfg.engine_memory_share)
+        return write_model_repository(target, model_dir, cfg.model_name, cfg.engine_memory_share, cfg.device)
 
     def start_triton(self) -> None:
         cfg = self.config
         if not cfg.cache.triton_bin.is_file():
-            raise StackError(f"the local stack is not prepared in {cfg.cache.root}: run scripts/install.sh")
+            raise StackError(
+                f"no Triton server at {cfg.cache.triton_bin}: run scripts/install.sh (or set {TRITON_HOME_VAR})"
+            )
         shm_prefix = f"tvg{cfg.grpc_port}_"
         self.triton = self._triton_service("triton", self._repository(), self.served_models(), shm_prefix)
 

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from localstack.device import Device, engine_device
 from localstack.model_choice import FAST_MODEL_MEMORY_SHARE as LEAST_SHARE  # the worker process alone needs it
 from localstack.model_choice import ServedModel, repository_models
 from localstack.model_repo import ENGINE_MEMORY_SHARE
@@ -42,6 +43,13 @@ class StackConfig:
     # The venv the stub's Python (and so vLLM) comes from; None: the one running this code. It must be built
     # on the same interpreter, whose libpython the stub embeds.
     backend_venv: Path | None = field(default_factory=backend_venv_from_env)
+    # What the engine runs on (localstack.device): its engine arguments follow, and a CUDA engine has no CPU
+    # workers to keep the serving processes off.
+    device: Device = field(default_factory=engine_device)
+
+    def __post_init__(self) -> None:
+        if self.device == "cuda":
+            self.keep_off_engine_cores = False
 
     def first_of_replicas(self) -> "StackConfig":
         """This configuration as replica 0 of several: its engine's share of the memory one would reserve (but

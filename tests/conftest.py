@@ -67,10 +67,21 @@ def session_stacks_survive_the_module(request: pytest.FixtureRequest) -> Iterato
             pytest.fail(f"{local.config.run_dir.name}: Triton died during {request.node.name}: {local.health()}")
 
 
+# The model the `stack` fixture serves instead of the default one: a prepared model's name or a Hugging Face
+# folder. For a host that has only what travels with the checkout (scripts/gpu_e2e.sh: the tiny random Llama).
+TEST_MODEL_VAR = "LOCALSTACK_TEST_MODEL"
+
+
 @pytest.fixture(scope="session")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
+    run_dir = tmp_path_factory.mktemp("stack")
+    choice = os.environ.get(TEST_MODEL_VAR, "").strip()
+    if choice:
+        model = resolve_model(choice, CachePaths(default_cache_dir()))
+        yield from _run_stack(StackConfig.serving(model, run_dir=run_dir, **_free_ports()))
+        return
     config = StackConfig(
-        run_dir=tmp_path_factory.mktemp("stack"),
+        run_dir=run_dir,
         gateway_env={"GATEWAY_MODEL_ALIASES": '{"smollm2": "smollm2-135m-instruct"}'},
         **_free_ports(),
     )
