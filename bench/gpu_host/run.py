@@ -18,6 +18,7 @@ import sys
 import time
 from contextlib import AbstractContextManager
 from pathlib import Path
+from typing import Callable
 
 from bench.gpu_host import report, servers
 from bench.gpu_host.shapes import SHAPES, write_dummy_model
@@ -96,19 +97,20 @@ def engine_ceiling(args: argparse.Namespace, shape: str, model_dir: Path, out: P
 
 
 def _serve_runs(
-    args: argparse.Namespace, shape: str, system: str, served: servers.Served, model_dir: Path, out: Path
-) -> list[report.Run]:
+    args: argparse.Namespace, shape: str, system: str, served: servers.Served, model_dir: Path, out: Path,
+    runs: list[report.Run], save: Callable[[], None],
+) -> None:  # fmt: skip
+    """Each level in turn, appended to `runs` and saved as soon as it is measured."""
     workload = Workload(model_dir, args.input_len, args.output_len)
     levels = args.cprime_concurrency if system == "C'" else args.concurrency
-    runs = []
     for concurrency in levels:
         result = run_vllm_bench(
             f"{system.replace(chr(39), 'p')}-{shape}", served.base_url, served.model, "openai", workload,
             concurrency, _prompts(args, concurrency), max(1, concurrency // 4), out, timeout_s=900,
         )  # fmt: skip
         runs.append(report.run_from_serve(shape, system, concurrency, result))
+        save()
         print(f"[part5] {shape} {system} c={concurrency}: {runs[-1].output_tok_s:,.0f} tok/s", flush=True)
-    return runs
 
 
 def _earlier_runs(out: Path) -> list[report.Run]:
@@ -156,7 +158,7 @@ def main(argv: list[str] | None = None) -> None:
                 else:
                     logs = out / f"{system.replace(chr(39), 'p')}-{shape}"
                     with _server(args, system, model_dir, f"llama-{shape}", logs) as served:
-                        runs.extend(_serve_runs(args, shape, system, served, model_dir, logs))
+                        _serve_runs(args, shape, system, served, model_dir, logs, runs, save)
             except Exception as exc:  # one system failing leaves the others' figures
                 print(f"[part5] {shape} {system} failed: {exc}", file=sys.stderr, flush=True)
             print(f"[part5] {shape} {system} took {time.monotonic() - started:.0f} s", flush=True)
