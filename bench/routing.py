@@ -54,6 +54,9 @@ class RoutingConfig:
     max_turns: int = conversations.MAX_TURNS
     zipf: float = conversations.ZIPF_EXPONENT
     kv_blocks: int | None = None  # per engine; None: `routing_report.kv_blocks`; 0: the engine's own size
+    # Each engine's share of the machine's memory; None: the model's own (SmolLM2's 0.4 is 9 GiB a replica on
+    # a 24 GiB machine, which a capped cache does not use, and vLLM refuses to start when that much is not free).
+    memory_share: float | None = None
     warmup_requests: int = 32
     policies: tuple[str, ...] = RUNS
     model: str = FAST_MODEL_NAME  # a prepared model's name or a Hugging Face folder, as `make up MODEL=`
@@ -94,7 +97,8 @@ def _grpc(replica: LocalStack) -> str:
 
 def _repository(cfg: RoutingConfig, model: ServedModel) -> Path:
     """The local stack's repository for the model, with prefix caching on and the cache capped."""
-    target = write_model_repository(cfg.out_dir / "model_repository", model.folder, model.name, model.memory_share)
+    share = cfg.memory_share or model.memory_share
+    target = write_model_repository(cfg.out_dir / "model_repository", model.folder, model.name, share)
     path = target / model.name / "1" / "model.json"
     args = json.loads(path.read_text())
     args["enable_prefix_caching"] = True

@@ -116,6 +116,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "fits, not all; 0: the engine's own size)"
     )  # fmt: skip
     four.add_argument(
+        "--memory-share", type=float, help="each engine's share of the machine's memory (default: the model's own; "
+        "a capped cache needs little)"
+    )  # fmt: skip
+    four.add_argument(
         "--model", default=RoutingConfig.model, help=f"a prepared model or a Hugging Face folder (default "
         f"{RoutingConfig.model}; {DEFAULT_MODEL_NAME}: prefills that cost what a prefix hit saves)"
     )  # fmt: skip
@@ -263,6 +267,7 @@ def _part4(args: argparse.Namespace, out_dir: Path) -> dict[str, Any]:
         max_turns=args.turns[1],
         zipf=args.zipf,
         kv_blocks=args.kv_blocks,
+        memory_share=args.memory_share,
         model=args.model,
         policies=tuple(p.strip() for p in args.policies.split(",") if p.strip()),
     )
