@@ -22,7 +22,7 @@ import hashlib
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, NamedTuple
 
 Policy = Literal["least_load", "prefix", "prefix_hash", "round_robin"]
 
@@ -36,9 +36,9 @@ BOUNDED_LOAD_SLACK = 2.0
 _RNG = random.Random()
 
 
-@dataclass(frozen=True)
-class ReplicaView:
-    """One eligible replica as the picker sees it (the shell leaves out ejected, draining or unready ones)."""
+class ReplicaView(NamedTuple):
+    """One eligible replica as the picker sees it (the shell leaves out ejected, draining or unready ones). A named
+    tuple: one is made per replica per request, and a frozen dataclass costs three times as much to make."""
 
     name: str
     in_flight: int = 0  # the gateway's own streams on it, exact
@@ -89,10 +89,10 @@ def rendezvous_order(key: bytes, names: Sequence[str]) -> list[str]:
     return sorted(names, key=weight, reverse=True)
 
 
-def score(replica: ReplicaView, blocks: int, mean_load: float, weights: PrefixWeights) -> float:
-    """`prefix`'s score of one replica for a prompt of `blocks` blocks, higher is better."""
+def score(replica: ReplicaView, load: float, blocks: int, mean_load: float, weights: PrefixWeights) -> float:
+    """`prefix`'s score of one replica (whose load is `load`) for a prompt of `blocks` blocks, higher is better."""
     matched = replica.matched / blocks if blocks else 0.0
-    return weights.prefix * matched - weights.load * replica.load / (mean_load + weights.load_slack)
+    return weights.prefix * matched - weights.load * load / (mean_load + weights.load_slack)
 
 
 def _by_score(
@@ -102,8 +102,9 @@ def _by_score(
     longest = max(r.matched for r in replicas)
     if longest == 0:
         return Pick(_least_of_two(replicas, rng).name, "least_load")
-    mean = sum(r.load for r in replicas) / len(replicas)
-    scored = [(score(r, blocks, mean, weights), r) for r in replicas]
+    loads = [r.load for r in replicas]
+    mean = sum(loads) / len(loads)
+    scored = [(score(r, load, blocks, mean, weights), r) for r, load in zip(replicas, loads)]
     best = max(s for s, _ in scored)
     tied = [r for s, r in scored if s >= best - 1e-9]
     chosen = tied[0] if len(tied) == 1 else _least_of_two(tied, rng)

@@ -66,7 +66,11 @@ class PrefixIndex:
             return 0
         salt = self._salt(replica)
         entries = self._entries
-        low, high = 0, len(blocks)  # blocks[:low] are known; blocks[high:] are not
+        if (blocks[0] ^ salt) not in entries:  # most replicas, for most prompts
+            return 0
+        if (blocks[-1] ^ salt) in entries:  # the whole prompt (a retry, or the same prompt again)
+            return len(blocks)
+        low, high = 1, len(blocks) - 1  # blocks[:low] are known; blocks[high:] are not
         while low < high:
             middle = (low + high + 1) // 2
             if (blocks[middle - 1] ^ salt) in entries:
