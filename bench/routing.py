@@ -36,6 +36,11 @@ REPLICAS = 2
 RESTART_AFTER_S = 5.0  # into the restart run, the last replica's Triton gets SIGTERM
 RESTART_TAIL_S = 15.0  # the load goes on this long after it is back: it must get traffic again
 BLOCK_TOKENS = 128  # vLLM's CPU block size unless told otherwise (vllm/platforms/cpu.py)
+# The backend's engine health check answers within max(5 s, 3 x its interval) or counts as unanswered, and three
+# unanswered in a row unload the model. On SmolLM2, one engine step that prefills several conversations of 1,300
+# tokens on a core shared with other work took longer than 5 s three times running, and replica 1 lost its model
+# mid-run (twice, 2026-12-07): every 10 s, an engine is declared hung after about two minutes of silence instead.
+HEALTH_CHECK_INTERVAL_S = 10.0
 USER_WORDS = {"single": 8, "multiturn": 24}  # a question; a message of a conversation
 TEMPLATE_TOKENS = 8  # what the chat template adds around each message, about
 
@@ -96,9 +101,13 @@ def _grpc(replica: LocalStack) -> str:
 
 
 def _repository(cfg: RoutingConfig, model: ServedModel) -> Path:
-    """The local stack's repository for the model, with prefix caching on and the cache capped."""
+    """The local stack's repository for the model, with prefix caching on, the cache capped, and the engine's
+    health checked every `HEALTH_CHECK_INTERVAL_S`."""
     share = cfg.memory_share or model.memory_share
     target = write_model_repository(cfg.out_dir / "model_repository", model.folder, model.name, share)
+    interval = f'value: {{ string_value: "{HEALTH_CHECK_INTERVAL_S:g}" }}'
+    with open(target / model.name / "config.pbtxt", "a") as config:
+        config.write(f'parameters {{ key: "VLLM_HEALTH_CHECK_INTERVAL_S" {interval} }}\n')
     path = target / model.name / "1" / "model.json"
     args = json.loads(path.read_text())
     args["enable_prefix_caching"] = True

@@ -3,6 +3,7 @@ each policy's run (bench/routing_report.py, bench/prefix_load.py's prompt sizing
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from bench import conversations, prefix_load
 from bench import routing_report as rr
+from bench import routing as bench_routing
 from bench import run as bench_run
 from bench.prefix_load import fewest_words, system_prompts
 from bench.routing import Routing, RoutingConfig
@@ -198,3 +200,14 @@ def test_the_longest_multiturn_prompt_is_the_last_turn_of_the_longest_conversati
     talk = conversations.Conversation(0, 1, args.max_turns)
     last = conversations.turn_messages("x", talk, args.max_turns - 1, systems[1], args.user_words, 6)
     assert longest == words_in(last) and prefix_load.reply_words(16) == 6
+
+
+def test_part_4_engines_cache_prefixes_in_a_capped_cache_and_are_checked_patiently(tmp_path: Path) -> None:
+    config = RoutingConfig(out_dir=tmp_path, scenario="multiturn", clients=8, memory_share=0.08)
+    routing = Routing(config)
+    target = bench_routing._repository(config, routing.model)
+    args = json.loads((target / routing.model.name / "1" / "model.json").read_text())
+    assert args["enable_prefix_caching"] and args["num_gpu_blocks_override"] == config.engine_blocks()
+    assert args["gpu_memory_utilization"] == 0.08
+    pbtxt = (target / routing.model.name / "config.pbtxt").read_text()
+    assert 'key: "VLLM_HEALTH_CHECK_INTERVAL_S" value: { string_value: "10" }' in pbtxt
