@@ -89,24 +89,21 @@ def rendezvous_order(key: bytes, names: Sequence[str]) -> list[str]:
     return sorted(names, key=weight, reverse=True)
 
 
-def score(replica: ReplicaView, load: float, blocks: int, mean_load: float, weights: PrefixWeights) -> float:
-    """`prefix`'s score of one replica (whose load is `load`) for a prompt of `blocks` blocks, higher is better."""
-    matched = replica.matched / blocks if blocks else 0.0
-    return weights.prefix * matched - weights.load * load / (mean_load + weights.load_slack)
-
-
 def _by_score(
     replicas: Sequence[ReplicaView], blocks: int, weights: PrefixWeights, rng: random.Random
 ) -> Pick:
-    """The best-scoring replica; ties go to `least_load`'s pick among the tied, as does a prompt none has seen."""
+    """The best-scoring replica, `prefix * matched / blocks - load_weight * load / (mean load + slack)`; ties go to
+    `least_load`'s pick among the tied, as does a prompt none has seen. (Written out flat: it runs per replica
+    per request.)"""
     longest = max(r.matched for r in replicas)
     if longest == 0:
         return Pick(_least_of_two(replicas, rng).name, "least_load")
     loads = [r.load for r in replicas]
-    mean = sum(loads) / len(loads)
-    scored = [(score(r, load, blocks, mean, weights), r) for r, load in zip(replicas, loads)]
-    best = max(s for s, _ in scored)
-    tied = [r for s, r in scored if s >= best - 1e-9]
+    per_block = weights.prefix / blocks
+    per_load = weights.load / (sum(loads) / len(loads) + weights.load_slack)
+    scores = [per_block * r.matched - per_load * load for r, load in zip(replicas, loads)]
+    best = max(scores) - 1e-9
+    tied = [r for r, s in zip(replicas, scores) if s >= best]
     chosen = tied[0] if len(tied) == 1 else _least_of_two(tied, rng)
     return Pick(chosen.name, "prefix_home" if chosen.matched == longest else "prefix_spill")
 
