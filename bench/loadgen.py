@@ -7,8 +7,9 @@ import asyncio
 import itertools
 import math
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass
@@ -129,3 +130,42 @@ async def _workers(
             records.append(record)
 
     await asyncio.gather(*(worker() for _ in range(concurrency)))
+
+
+SessionFunc = Callable[[Any, int, RequestRecord], Awaitable[None]]
+
+
+async def drive_sessions(
+    send: SessionFunc,
+    concurrency: int,
+    sessions: Iterable[Any],
+    turns_of: Callable[[Any], int],
+    until: Callable[[], bool] | None = None,
+) -> RunResult:
+    """Runs sessions (conversations) from `concurrency` workers: a worker takes the next session and sends its
+    turns one after another, `send(session, turn, record)`, each once the one before has ended, as a user waits
+    for the reply before writing again; then it takes the next session. Every turn is a record. Ends when the
+    sessions run out or `until()` says so (checked before each turn)."""
+    records: list[RequestRecord] = []
+    gauge = _Gauge()
+    queue = iter(sessions)  # shared: each session goes to one worker
+    start = time.perf_counter()
+
+    async def worker() -> None:
+        for session in queue:
+            for turn in range(turns_of(session)):
+                if until is not None and until():
+                    return
+                record = RequestRecord(start=time.perf_counter())
+                gauge.up()
+                try:
+                    await send(session, turn, record)
+                except Exception as exc:  # one failed turn must not stop the run; the conversation goes on
+                    record.ok = False
+                    record.error = f"{type(exc).__name__}: {exc}"
+                finally:
+                    gauge.down()
+                records.append(record)
+
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return RunResult(records, time.perf_counter() - start, gauge.peak)

@@ -1,7 +1,11 @@
-"""Part 4's load: many clients sharing a few long system prompts, short distinct user messages, streamed chat
-completions through one gateway; meanwhile each replica's waiting queue is sampled, and each replica's
-prefix-cache counters are read before and after, from Triton's metrics port. From its own process, so that its
-CPU is not the gateway's.
+"""Part 4's load: many clients sharing a few long system prompts, streamed chat completions through one gateway;
+meanwhile each replica's waiting queue is sampled, and each replica's prefix-cache counters are read before and
+after, from Triton's metrics port. From its own process, so that its CPU is not the gateway's.
+
+Two scenarios (`--scenario`): `single`, one request per client turn, a system prompt drawn evenly and a short
+distinct user message; `multiturn` (bench/conversations.py), conversations of 4 to 8 turns over system prompts of
+Zipf popularity, each turn's prompt the whole history so far, each client sending a conversation's turns one after
+another.
 
 `python -m bench.prefix_load --url http://127.0.0.1:9000 --model tiny-random-llama --tokenizer DIR \
     --metrics-urls '["http://127.0.0.1:8002/metrics"]' --replicas '["127.0.0.1:8001"]' --tag rr --out r.json`
@@ -21,13 +25,22 @@ from typing import Any
 import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
+from bench import conversations
+from bench.conversations import Conversation
 from bench.http_load import _read_stream
-from bench.loadgen import RequestRecord, drive
+from bench.loadgen import RequestRecord, drive, drive_sessions
 from bench.routing_report import counter_delta, prefix_of_request, sample_sum, words
 from bench.stats import percentile, summarize
 
 COUNTERS = ("vllm:prefix_cache_queries_total", "vllm:prefix_cache_hits_total")
 SETTLE_S = 5.0  # the longest wait for the engines' counters to stop moving after the load
+SCENARIOS = ("single", "multiturn")
+TOKENS_PER_WORD = 2.5  # the made-up words (routing_report.words) with SmolLM2's tokenizer: 652 characters, 250 tokens
+
+
+def reply_words(max_tokens: int) -> int:
+    """Words of a made-up assistant reply about as long as the replies the load asks for."""
+    return max(1, round(max_tokens / TOKENS_PER_WORD))
 
 
 def fewest_words(seed: str, tokens: int, count_tokens: Callable[[str], int]) -> str:
@@ -99,25 +112,44 @@ async def gateway_requests(session: aiohttp.ClientSession, url: str, replicas: l
     return [found[name] for name in replicas]
 
 
+def longest_prompt_tokens(args: argparse.Namespace, systems: list[str], count_chat: Callable[[list], int]) -> int:
+    """The longest prompt the multi-turn load can send: the last turn of a conversation with the most turns, on the
+    longest system prompt."""
+    talk = Conversation(0, max(range(len(systems)), key=lambda i: len(systems[i])), args.max_turns)
+    messages = conversations.turn_messages(
+        args.tag, talk, talk.turns - 1, systems[talk.system], args.user_words, reply_words(args.max_tokens)
+    )
+    return count_chat(messages)
+
+
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(args.tokenizer)
-    systems = system_prompts(
-        args.tag, args.prefixes, args.system_tokens, lambda text: len(tokenizer.encode(text, add_special_tokens=False))
-    )
+
+    def count_tokens(text: str) -> int:
+        return len(tokenizer.encode(text, add_special_tokens=False))
+
+    def count_chat(messages: list) -> int:
+        return count_tokens(tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True))
+
+    systems = system_prompts(args.tag, args.prefixes, args.system_tokens, count_tokens)
+    longest = longest_prompt_tokens(args, systems, count_chat) if args.scenario == "multiturn" else None
+    if longest is not None and longest + args.max_tokens > args.max_model_len:
+        raise SystemExit(
+            f"the longest turn has {longest} prompt tokens: with {args.max_tokens} to generate it exceeds the "
+            f"model's {args.max_model_len}; lower --system-tokens, --user-words or --max-turns"
+        )
     metrics_urls, replicas = json.loads(args.metrics_urls), json.loads(args.replicas)
     url = f"{args.url.rstrip('/')}/v1/chat/completions"
     timeout = aiohttp.ClientTimeout(total=args.timeout)
+    turns = (args.min_turns, args.max_turns)
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0), timeout=timeout) as session:
 
-        async def send(i: int, record: RequestRecord) -> None:
+        async def post(messages: list[dict[str, str]], record: RequestRecord) -> None:
             body = {
                 "model": args.model,
-                "messages": [
-                    {"role": "system", "content": systems[prefix_of_request(args.tag, i, args.prefixes)]},
-                    {"role": "user", "content": f"User {i} asks: {words(f'{args.tag}-user-{i}', args.user_words)}?"},
-                ],
+                "messages": messages,
                 "max_tokens": args.max_tokens,
                 "temperature": 0,
                 "ignore_eos": True,
@@ -130,12 +162,35 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                     return
                 await _read_stream(response, record)
 
+        async def send(i: int, record: RequestRecord) -> None:
+            await post(
+                [
+                    {"role": "system", "content": systems[prefix_of_request(args.tag, i, args.prefixes)]},
+                    {"role": "user", "content": f"User {i} asks: {words(f'{args.tag}-user-{i}', args.user_words)}?"},
+                ],
+                record,
+            )
+
+        async def send_turn(talk: Conversation, turn: int, record: RequestRecord) -> None:
+            messages = conversations.turn_messages(
+                args.tag, talk, turn, systems[talk.system], args.user_words, reply_words(args.max_tokens)
+            )
+            await post(messages, record)
+
         before = await counters(session, metrics_urls, args.model)
         queues: list[list[float]] = [[] for _ in metrics_urls]
         sampler = asyncio.create_task(sample_queues(session, metrics_urls, args.model, args.sample_interval, queues))
         try:
             until = args.until_file.exists if args.until_file else None
-            result = await drive(send, args.clients, None if until else args.requests, until=until)
+            if args.scenario == "multiturn":
+                talks = (
+                    conversations.endless(args.tag, args.prefixes, turns, args.zipf)
+                    if until
+                    else conversations.plan(args.tag, args.requests, args.prefixes, turns, args.zipf)
+                )
+                result = await drive_sessions(send_turn, args.clients, talks, lambda talk: talk.turns, until=until)
+            else:
+                result = await drive(send, args.clients, None if until else args.requests, until=until)
         finally:
             sampler.cancel()
             await asyncio.gather(sampler, return_exceptions=True)
@@ -159,6 +214,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         for name, b, a, q, n in zip(replicas, before, after, queues, sent)
     ]
     summary.update({"max_concurrency": args.clients, "tag": args.tag, "client": "bench.prefix_load"})
+    summary.update({"scenario": args.scenario, "longest_prompt_tokens": longest})
     return summary
 
 
@@ -172,10 +228,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--tag", required=True, help="seeds the prompts: each run its own, so no run finds another's")
     parser.add_argument("--prefixes", type=int, default=4, help="distinct system prompts")
     parser.add_argument("--system-tokens", type=int, default=1024, help="each system prompt's length in tokens")
-    parser.add_argument("--user-words", type=int, default=8)
+    parser.add_argument("--scenario", choices=SCENARIOS, default="single")
+    parser.add_argument("--user-words", type=int, default=8, help="each user message's made-up words")
+    parser.add_argument("--min-turns", type=int, default=conversations.MIN_TURNS, help="multiturn: turns at least")
+    parser.add_argument("--max-turns", type=int, default=conversations.MAX_TURNS, help="multiturn: turns at most")
+    parser.add_argument("--zipf", type=float, default=conversations.ZIPF_EXPONENT, help="multiturn: the exponent")
+    parser.add_argument("--max-model-len", type=int, default=2048, help="multiturn: the longest turn must fit")
     parser.add_argument("--max-tokens", type=int, default=16)
     parser.add_argument("--clients", type=int, default=64)
-    parser.add_argument("--requests", type=int, default=512)
+    parser.add_argument("--requests", type=int, default=512, help="multiturn: turns, over whole conversations")
     parser.add_argument("--until-file", type=Path, help="instead of --requests: send until this file exists")
     parser.add_argument("--sample-interval", type=float, default=0.1, help="seconds between queue samples")
     parser.add_argument("--timeout", type=float, default=600.0, help="per request, seconds")

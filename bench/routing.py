@@ -1,8 +1,9 @@
 """Part 4, routing over replicas: two Triton replicas of a model (the fast one unless told) with prefix
 caching on, and one gateway at a time in front of them, started afresh for each run while the replicas keep
 running: the load through one replica alone (`single`, the hit-rate baseline), then each policy (`round_robin`,
-`least_load`, `prefix`), then `prefix` again while one replica restarts (`prefix_restart`,
-bench/replica_restart.py).
+`least_load`, `prefix_hash`, `prefix`), then `prefix` again while one replica restarts (`prefix_restart`,
+bench/replica_restart.py). The load is one of two scenarios (bench/prefix_load.py): `single` requests, or
+`multiturn` conversations whose every turn sends the whole history so far.
 
 Each run sends its own system prompts (seeded by the run's name), so no run finds another's prompts cached, and
 reads counter deltas, never absolute values. The engines' KV cache is capped (`kv_blocks`, vLLM's
@@ -18,8 +19,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bench import conversations
 from bench.jobs import run_json
 from bench.replica_restart import ReplicaRestart
+from bench.prefix_load import TOKENS_PER_WORD, reply_words
 from bench.routing_report import PREFIX, RESTART, RUNS, SINGLE, kv_blocks
 from localstack.model_choice import ServedModel, resolve_model
 from localstack.model_repo import write_model_repository
@@ -33,6 +36,13 @@ REPLICAS = 2
 RESTART_AFTER_S = 5.0  # into the restart run, the last replica's Triton gets SIGTERM
 RESTART_TAIL_S = 15.0  # the load goes on this long after it is back: it must get traffic again
 BLOCK_TOKENS = 128  # vLLM's CPU block size unless told otherwise (vllm/platforms/cpu.py)
+# The backend's engine health check answers within max(5 s, 3 x its interval) or counts as unanswered, and three
+# unanswered in a row unload the model. On SmolLM2, one engine step that prefills several conversations of 1,300
+# tokens on a core shared with other work took longer than 5 s three times running, and replica 1 lost its model
+# mid-run (twice, 2026-12-07): every 10 s, an engine is declared hung after about two minutes of silence instead.
+HEALTH_CHECK_INTERVAL_S = 10.0
+USER_WORDS = {"single": 8, "multiturn": 24}  # a question; a message of a conversation
+TEMPLATE_TOKENS = 8  # what the chat template adds around each message, about
 
 
 @dataclass
@@ -43,23 +53,46 @@ class RoutingConfig:
     prefixes: int = 4
     system_tokens: int = 1024
     max_tokens: int = 16
-    user_words: int = 8
+    user_words: int | None = None  # None: USER_WORDS of the scenario
+    scenario: str = "single"
+    min_turns: int = conversations.MIN_TURNS
+    max_turns: int = conversations.MAX_TURNS
+    zipf: float = conversations.ZIPF_EXPONENT
     kv_blocks: int | None = None  # per engine; None: `routing_report.kv_blocks`; 0: the engine's own size
+    # Each engine's share of the machine's memory; None: the model's own (SmolLM2's 0.4 is 9 GiB a replica on
+    # a 24 GiB machine, which a capped cache does not use, and vLLM refuses to start when that much is not free).
+    memory_share: float | None = None
     warmup_requests: int = 32
     policies: tuple[str, ...] = RUNS
     model: str = FAST_MODEL_NAME  # a prepared model's name or a Hugging Face folder, as `make up MODEL=`
 
+    @property
+    def words_per_user_message(self) -> int:
+        return self.user_words if self.user_words is not None else USER_WORDS[self.scenario]
+
+    def history_tokens(self) -> int:
+        """About the longest conversation's tokens after its system prompt (multiturn; 0 for single requests)."""
+        if self.scenario != "multiturn":
+            return 0
+        words = self.words_per_user_message + reply_words(self.max_tokens)
+        return self.max_turns * (round(words * TOKENS_PER_WORD) + 2 * TEMPLATE_TOKENS)
+
     def engine_blocks(self) -> int | None:
         if self.kv_blocks is None:
-            return kv_blocks(self.prefixes, self.system_tokens, self.clients, REPLICAS, BLOCK_TOKENS)
+            own = max(1, -(-self.history_tokens() // BLOCK_TOKENS))  # a running conversation's blocks of its own
+            return kv_blocks(self.prefixes, self.system_tokens, self.clients, REPLICAS, BLOCK_TOKENS, client_blocks=own)
         return self.kv_blocks or None
 
     def workload(self) -> dict[str, Any]:
-        return {
-            "model": self.model, "clients": self.clients, "requests per run": self.requests,
+        found = {
+            "scenario": self.scenario, "model": self.model, "clients": self.clients, "requests per run": self.requests,
             "system prompts": self.prefixes, "system prompt tokens": self.system_tokens, "max_tokens": self.max_tokens,
+            "user words": self.words_per_user_message,
             "KV blocks per engine": self.engine_blocks() or "engine's own", "block tokens": BLOCK_TOKENS,
         }  # fmt: skip
+        if self.scenario == "multiturn":
+            found.update({"turns": f"{self.min_turns} to {self.max_turns}", "Zipf exponent": self.zipf})
+        return found
 
 
 def _grpc(replica: LocalStack) -> str:
@@ -68,8 +101,13 @@ def _grpc(replica: LocalStack) -> str:
 
 
 def _repository(cfg: RoutingConfig, model: ServedModel) -> Path:
-    """The local stack's repository for the model, with prefix caching on and the cache capped."""
-    target = write_model_repository(cfg.out_dir / "model_repository", model.folder, model.name, model.memory_share)
+    """The local stack's repository for the model, with prefix caching on, the cache capped, and the engine's
+    health checked every `HEALTH_CHECK_INTERVAL_S`."""
+    share = cfg.memory_share or model.memory_share
+    target = write_model_repository(cfg.out_dir / "model_repository", model.folder, model.name, share)
+    interval = f'value: {{ string_value: "{HEALTH_CHECK_INTERVAL_S:g}" }}'
+    with open(target / model.name / "config.pbtxt", "a") as config:
+        config.write(f'parameters {{ key: "VLLM_HEALTH_CHECK_INTERVAL_S" {interval} }}\n')
     path = target / model.name / "1" / "model.json"
     args = json.loads(path.read_text())
     args["enable_prefix_caching"] = True
@@ -130,8 +168,9 @@ class Routing:
             "--metrics-urls", json.dumps([r.triton_metrics_url for r in replicas]),
             "--replicas", json.dumps([_grpc(r) for r in replicas]),
             "--tag", name, "--prefixes", str(cfg.prefixes), "--system-tokens", str(cfg.system_tokens),
-            "--user-words", str(cfg.user_words), "--max-tokens", str(cfg.max_tokens),
-            "--clients", str(cfg.clients), *until,
+            "--user-words", str(cfg.words_per_user_message), "--max-tokens", str(cfg.max_tokens),
+            "--clients", str(cfg.clients), "--scenario", cfg.scenario, "--min-turns", str(cfg.min_turns),
+            "--max-turns", str(cfg.max_turns), "--zipf", str(cfg.zipf), *until,
         ]  # fmt: skip
         return run_json("bench.prefix_load", args, cfg.out_dir / f"{name}.json", 3600)
 

@@ -8,7 +8,8 @@ chart.png under the output folder, and stops everything it started.
     python -m bench --part3                 # GPU token rates on a tiny random-weight Llama (E, A, B, C, C')
     python -m bench --part3 --concurrency 64 --num-prompts 64 --systems A,C   # a short smoke run
     python -m bench --part1 --systems A --concurrency 1 --num-prompts 2 --nonstream-concurrency 0
-    python -m bench --part4                 # routing over two replicas: round_robin, least_load, prefix, one alone
+    python -m bench --part4                 # routing over two replicas: round_robin, least_load, prefix_hash, prefix
+    python -m bench --part4 --scenario multiturn --model smollm2-135m-instruct --clients 8   # conversations
     python -m bench --part4 --clients 8 --requests-per-run 24 --system-prompts 2 --system-tokens 512  # a smoke run
 """
 
@@ -21,13 +22,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import chart, gpu_report, report, routing_report
+from bench import chart, conversations, gpu_report, report, routing_report
 from bench.gateway_cost import CostConfig, GatewayCost
 from bench.gpu_rates import CONCURRENCIES as RATES_CONCURRENCIES
 from bench.gpu_rates import SYSTEMS as RATES_SYSTEMS
 from bench.gpu_rates import GpuRates, RatesConfig
 from bench.prompts import Workload
 from bench.routing import Routing, RoutingConfig
+from bench.prefix_load import SCENARIOS
 from bench.routing_report import PREFIX, RESTART, RUNS, SINGLE
 from bench.serving import Serving, ServingConfig
 from localstack.paths import DEFAULT_MODEL_NAME, REPO_ROOT, CachePaths, default_cache_dir
@@ -99,8 +101,23 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     four.add_argument("--system-tokens", type=int, default=RoutingConfig.system_tokens, help="each (default 1024)")
     four.add_argument("--reply-tokens", type=int, default=RoutingConfig.max_tokens, help="max_tokens (default 16)")
     four.add_argument(
+        "--scenario", choices=SCENARIOS, default=RoutingConfig.scenario, help="single requests (default), or "
+        "multiturn conversations: each turn sends the whole history so far, system prompts of Zipf popularity"
+    )  # fmt: skip
+    four.add_argument("--user-words", type=int, help="each user message's words (default: 8 single, 24 multiturn)")
+    four.add_argument(
+        "--turns", default=f"{conversations.MIN_TURNS},{conversations.MAX_TURNS}",
+        help="multiturn: a conversation's turns, at least and at most (default 4,8)",
+    )  # fmt: skip
+    four.add_argument("--zipf", type=float, default=conversations.ZIPF_EXPONENT, help="multiturn: the Zipf exponent "
+                      "of the system prompts' popularity (default 1)")  # fmt: skip
+    four.add_argument(
         "--kv-blocks", type=int, help="each engine's KV cache in 128-token blocks (default: a share of the prompts "
         "fits, not all; 0: the engine's own size)"
+    )  # fmt: skip
+    four.add_argument(
+        "--memory-share", type=float, help="each engine's share of the machine's memory (default: the model's own; "
+        "a capped cache needs little)"
     )  # fmt: skip
     four.add_argument(
         "--model", default=RoutingConfig.model, help=f"a prepared model or a Hugging Face folder (default "
@@ -115,6 +132,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.part1 = args.part2 = True
     if args.part1 and args.part3 and args.systems:
         parser.error("--systems means different things in parts 1 and 3: run them apart")
+    args.turns = _ints(args.turns)
+    if len(args.turns) != 2 or not 1 <= args.turns[0] <= args.turns[1]:
+        parser.error("--turns takes two counts, at least and at most: 4,8")
     runs = [p.strip() for p in args.policies.split(",") if p.strip()]
     if not runs or not set(runs) <= set(RUNS):
         parser.error(f"--policies takes {', '.join(RUNS)}")
@@ -241,7 +261,13 @@ def _part4(args: argparse.Namespace, out_dir: Path) -> dict[str, Any]:
         prefixes=args.system_prompts,
         system_tokens=args.system_tokens,
         max_tokens=args.reply_tokens,
+        user_words=args.user_words,
+        scenario=args.scenario,
+        min_turns=args.turns[0],
+        max_turns=args.turns[1],
+        zipf=args.zipf,
         kv_blocks=args.kv_blocks,
+        memory_share=args.memory_share,
         model=args.model,
         policies=tuple(p.strip() for p in args.policies.split(",") if p.strip()),
     )

@@ -31,6 +31,7 @@ from gateway.routers import health, metrics, models, openai, responses, tokenize
 from gateway.settings import Settings, get_settings
 from gateway.routing.fleet import Fleet, FleetConfig
 from gateway.routing.metrics import RoutingMetrics
+from gateway.routing.picker import PrefixWeights
 from gateway.routing.upstreams import metrics_urls
 from gateway.triton_client import TritonClient
 
@@ -54,6 +55,10 @@ def _fleet(settings: Settings, upstream_metrics: UpstreamMetrics, routing_metric
         policy=settings.routing,
         retries=settings.upstream_retries,
         prefix_chars=settings.prefix_chars,
+        block_chars=settings.prefix_block_chars,
+        weights=PrefixWeights(settings.prefix_weight, settings.prefix_load_weight, settings.prefix_load_slack),
+        index_entries=settings.prefix_index_entries,
+        index_bytes=settings.prefix_index_mb * 1024 * 1024,
         model_refresh_s=settings.model_refresh_s,
         load_refresh_s=settings.load_refresh_s,
         dns_refresh_s=settings.dns_refresh_s,

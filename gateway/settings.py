@@ -24,10 +24,12 @@ class Settings(BaseSettings):
         description="several Triton replicas, comma-separated: host:port entries and/or dns:///name:port (re-resolved "
         "every GATEWAY_DNS_REFRESH_S, one replica per address: a headless Service); replaces GATEWAY_TRITON_GRPC_URL",
     )
-    routing: Literal["least_load", "prefix", "round_robin"] = Field(
+    routing: Literal["least_load", "prefix", "prefix_hash", "round_robin"] = Field(
         "least_load",
         description="how a replica is picked: least_load (the better of two random replicas by load), prefix "
-        "(prompt-prefix affinity by rendezvous hashing, bounded by load), round_robin",
+        "(the replica that served the longest part of the prompt recently, weighed against load), prefix_hash "
+        "(the prompt's first GATEWAY_PREFIX_CHARS characters pick a home by rendezvous hashing, bounded by load; "
+        "kept for comparison), round_robin",
     )
     required_models: str | None = Field(
         None,
@@ -38,7 +40,38 @@ class Settings(BaseSettings):
         2, ge=0, description="retries on another replica when one fails with UNAVAILABLE before the first byte"
     )
     prefix_chars: int = Field(
-        512, ge=1, description="the prompt's leading characters that choose its home replica under prefix routing"
+        512, ge=1, description="the prompt's leading characters that choose its home replica under prefix_hash"
+    )
+    # `prefix` routing (gateway/routing/prefix_index.py, picker.py).
+    prefix_block_chars: int = Field(
+        256,
+        ge=16,
+        description="prefix routing: the prompt is cut into blocks of this many characters, each hashed with all "
+        "before it; a replica's match is how many leading blocks it served recently",
+    )
+    prefix_weight: float = Field(
+        1.0, ge=0, description="prefix routing: the weight of a replica's matched share of the prompt (0 to 1)"
+    )
+    prefix_load_weight: float = Field(
+        1.0,
+        ge=0,
+        description="prefix routing: the weight of a replica's load, as a share of the mean load plus "
+        "GATEWAY_PREFIX_LOAD_SLACK, against the matched share",
+    )
+    prefix_load_slack: float = Field(
+        2.0,
+        gt=0,
+        description="prefix routing: requests added to the mean load when load is normalised, so that at low load "
+        "one request more or a stale scrape does not move a prefix",
+    )
+    prefix_index_entries: int = Field(
+        100_000,
+        ge=1,
+        description="prefix routing: the most (block, replica) pairs the gateway remembers, least recently used "
+        "first out (each process its own index)",
+    )
+    prefix_index_mb: int = Field(
+        32, ge=1, description="prefix routing: the index's memory bound in MiB (whichever bound is lower holds)"
     )
     load_refresh_s: float = Field(0.25, gt=0, description="how often each replica's engine gauges are scraped")
     dns_refresh_s: float = Field(5.0, gt=0, description="how often dns:/// replica entries are resolved again")

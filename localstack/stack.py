@@ -101,11 +101,12 @@ class LocalStack:
         argv = triton_argv(cfg.cache.triton_bin, repository, backends, ports, models, shm_prefix)
         return Service(name, argv, self._triton_env(), cfg.run_dir / "triton.log")
 
+    def triton_ready(self) -> bool:
+        """Whether Triton answers that every model it serves is ready."""
+        return all(http_ok(f"{self.triton_http_url}/v2/models/{name}/ready") for name in self.served_models())
+
     def wait_triton_ready(self) -> None:
-        urls = [f"{self.triton_http_url}/v2/models/{name}/ready" for name in self.served_models()]
-        ready = wait_until(
-            lambda: all(http_ok(url) for url in urls), self.config.start_timeout_s, 1.0, self.triton, self._interrupted
-        )
+        ready = wait_until(self.triton_ready, self.config.start_timeout_s, 1.0, self.triton, self._interrupted)
         if self._interrupted.is_set():
             raise StackError("interrupted while Triton was starting")
         if not ready:

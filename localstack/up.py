@@ -5,7 +5,9 @@ tiny-random-llama) or a Hugging Face folder; `MODEL_REPOSITORY` (or --model-repo
 model repository as it is.
 
 It returns only once everything it started has exited (Triton, its stubs, vLLM's engines, the gateway), so
-that the next `make up` finds its ports free. A signal while the stack starts stops it at once.
+that the next `make up` finds its ports free. A signal while the stack starts stops it at once. With REPLICAS of 2
+or more, a replica whose Triton dies is started again in place while the gateway serves from the others
+(localstack/supervision.py); only the gateway's exit, or a replica that keeps failing, ends it.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from localstack.paths import REPO_ROOT, CachePaths, default_cache_dir
 from localstack.stack import LocalStack, StackError
 from localstack.stack_config import StackConfig
 from localstack.processes import SignalFlag
+from localstack.supervision import ReplicaSupervisor
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__)
@@ -98,12 +101,19 @@ def main(argv: list[str] | None = None) -> int:
         + "     Ctrl-C stops everything.\n",
         flush=True,
     )
+    # Several replicas: one that dies is started again while the others serve. One: the stack cannot serve.
+    supervisor = ReplicaSupervisor(stack, lambda line: print(line, flush=True)) if stack.replicas else None
     try:
         while not stop.wait(1.0):
-            for service in (stack.triton, stack.gateway, *(replica.triton for replica in stack.replicas)):
+            watched = (stack.gateway,) if supervisor else (stack.gateway, stack.triton)
+            for service in watched:
                 if service is not None and not service.running():
                     print(f"[up] {service.name} exited; see {service.log_path}", flush=True)
                     return 1
+            failure = supervisor.check() if supervisor else None
+            if failure is not None and not stop.is_set():
+                print(f"[up] {failure}", flush=True)
+                return 1
         return 0
     finally:
         print("[up] stopping...", flush=True)

@@ -23,7 +23,8 @@ from gateway.errors import OpenAIError
 from gateway.model_map import ContextLengths, ModelEntry, ModelMap
 from gateway.observability.federation import parse_families
 from gateway.routing.metrics import RoutingMetrics
-from gateway.routing.picker import Policy, ReplicaView, pick, prefix_key
+from gateway.routing.picker import Policy, PrefixWeights, ReplicaView, pick, prefix_key
+from gateway.routing.prefix_index import PrefixIndex, block_hashes
 from gateway.routing.readiness import ReplicaState
 from gateway.routing.upstreams import ReplicaLoad, UpstreamEntries, grpc_target, load_from_families, metrics_url_for
 from gateway.triton_client import TritonClient, UpstreamError
@@ -34,16 +35,16 @@ MakeClient = Callable[[str], TritonClient]
 
 
 def prompt_of(request: GenerateRequest) -> str:
-    """The text whose beginning decides prefix affinity: the prompt, or the chat messages in order."""
+    """The text whose beginning decides prefix affinity: the prompt, or the chat messages in order (the chat
+    template is applied by the backend; any rendering of the messages in order shares a prefix exactly when the
+    rendered prompts do)."""
     if request.text_input is not None:
         return request.text_input
     if request.messages is not None:
-        parts = []
-        for message in request.messages:
-            content = message.get("content")
-            text = content if isinstance(content, str) else str(content or "")
-            parts.append(f"{message.get('role', '')}\x1f{text}\x1e")
-        return "".join(parts)
+        return "".join(
+            f"{m.get('role', '')}\x1f{c if isinstance(c := m.get('content'), str) else str(c or '')}\x1e"
+            for m in request.messages
+        )
     if request.prompt_token_ids is not None:
         return " ".join(map(str, request.prompt_token_ids))
     return ""
@@ -60,6 +61,15 @@ def _describes_better(entry: ModelEntry, known: ModelEntry | None) -> bool:
     if known is None:
         return True
     return entry.state == "READY" and (known.state != "READY" or known.max_model_len is None)
+
+
+def _turned_unhealthy(before: ReplicaLoad, after: ReplicaLoad) -> bool:
+    """Whether an engine that was healthy (or not reported) is reported unhealthy now."""
+    for model, now in after.by_model.items():
+        was = before.by_model.get(model)
+        if not now.healthy and (was is None or was.healthy):
+            return True
+    return False
 
 
 @dataclass
@@ -84,11 +94,11 @@ class Replica:
             return False
         return not (self.client.breakers.enabled and self.client.breakers.for_model(model).is_open())
 
-    def view(self, model: str) -> ReplicaView:
+    def view(self, model: str, matched: int = 0) -> ReplicaView:
         gauges = self.load.by_model.get(model)
         if gauges is None:
-            return ReplicaView(self.url, self.in_flight)
-        return ReplicaView(self.url, self.in_flight, gauges.running, gauges.waiting, gauges.kv_cache_usage)
+            return ReplicaView(self.url, self.in_flight, matched=matched)
+        return ReplicaView(self.url, self.in_flight, gauges.running, gauges.waiting, gauges.kv_cache_usage, matched)
 
     def state(self) -> ReplicaState:
         models = {entry.name: entry.state or "UNKNOWN" for entry in self.models.entries}
@@ -101,7 +111,11 @@ class Replica:
 class FleetConfig:
     policy: Policy = "least_load"
     retries: int = 2
-    prefix_chars: int = 512
+    prefix_chars: int = 512  # prefix_hash
+    block_chars: int = 256  # prefix
+    weights: PrefixWeights = field(default_factory=PrefixWeights)
+    index_entries: int = 100_000
+    index_bytes: int | None = 32 * 1024 * 1024
     model_refresh_s: float = 2.0
     load_refresh_s: float = 0.25
     dns_refresh_s: float = 5.0
@@ -128,6 +142,8 @@ class Fleet:
         self._http = httpx.AsyncClient(timeout=config.scrape_timeout_s)
         self._tasks: list[asyncio.Task[None]] = []
         self._cut_error: OpenAIError | None = None
+        # `prefix`: where this process sent which prompt blocks recently.
+        self.index = PrefixIndex(config.index_entries, config.index_bytes)
         for url in entries.static:
             self._add(url, static_metrics[url])
 
@@ -148,6 +164,7 @@ class Fleet:
 
     async def _remove(self, replica: Replica) -> None:
         replica.removed = True
+        self.index.forget(replica.url)
         del self.replicas[replica.url]
         self.metrics.replicas.set(len(self.replicas))
         await replica.models.stop()
@@ -160,12 +177,17 @@ class Fleet:
         try:
             entries = await replica.client.repository_index()
         except OpenAIError:
+            if replica.reachable:  # down: whatever it comes back with, its cache starts empty
+                self.index.forget(replica.url)
             replica.reachable = False
             raise
         if not replica.reachable:  # back after an outage: its breakers' cool-downs must not keep it out longer
             replica.client.breakers.reset()
         replica.reachable = True
-        replica.server_ready = await replica.client.server_ready()
+        ready = await replica.client.server_ready()
+        if replica.server_ready and not ready:  # draining: a restart follows
+            self.index.forget(replica.url)
+        replica.server_ready = ready
         return await replica.context_lengths.annotate(entries)
 
     async def _resolve_dns(self) -> None:
@@ -214,7 +236,10 @@ class Fleet:
             response.raise_for_status()
         except httpx.HTTPError:
             return  # keep the last snapshot; the model index says whether the replica is reachable
-        replica.load = load_from_families(parse_families(response.text, replica.url))
+        load = load_from_families(parse_families(response.text, replica.url))
+        if _turned_unhealthy(replica.load, load):  # its engine restarts: its cache starts empty
+            self.index.forget(replica.url)
+        replica.load = load
 
     async def _scrape_all(self) -> None:
         """Each replica's engine gauges. With one replica there is nothing to choose: scraped only for readiness."""
@@ -273,7 +298,9 @@ class Fleet:
         self._cut_error = error
         return sum(replica.client.cut_streams(error) for replica in self.replicas.values())
 
-    def _choose(self, model: str, key: bytes | None, tried: set[str]) -> tuple[Replica, str]:
+    def choose(self, model: str, key: bytes | None, blocks: list[int], tried: set[str]) -> tuple[Replica, str]:
+        """The replica for a request (not one in `tried`) and why; `prefix` records the prompt's blocks there.
+        This and `prefix_signal` are the picker's whole cost per request (bench/picker_cost.py)."""
         fresh = [r for r in self.replicas.values() if r.url not in tried]
         candidates = [r for r in fresh if r.open_to(model)]
         if not candidates:
@@ -284,18 +311,34 @@ class Fleet:
             return candidates[0], "fallback"
         by_url = {r.url: r for r in candidates}
         turn = 0 if tried else next(self._turns)  # a retry does not take the next request's turn
-        choice = pick([r.view(model) for r in candidates], self.config.policy, key=key, turn=turn)
+        if blocks:
+            views = [r.view(model, self.index.matched(blocks, r.url)) for r in candidates]
+        else:
+            views = [r.view(model) for r in candidates]
+        policy, weights = self.config.policy, self.config.weights
+        choice = pick(views, policy, key=key, blocks=len(blocks), weights=weights, turn=turn)
+        if blocks:
+            self.index.record(blocks, choice.replica)
         return by_url[choice.replica], choice.reason
+
+    def prefix_signal(self, request: GenerateRequest) -> tuple[bytes | None, list[int]]:
+        """What the policy reads of the prompt: `prefix_hash`'s key, `prefix`'s block hashes (empty otherwise)."""
+        policy = self.config.policy
+        if policy == "prefix":
+            return None, block_hashes(prompt_of(request), self.config.block_chars)
+        if policy == "prefix_hash":
+            return prefix_key(prompt_of(request), self.config.prefix_chars), []
+        return None, []
 
     def generate(self, request: GenerateRequest) -> AsyncIterator[GenerateChunk]:
         return self._routed(request)
 
     async def _routed(self, request: GenerateRequest) -> AsyncIterator[GenerateChunk]:
         started = time.monotonic()
-        key = prefix_key(prompt_of(request), self.config.prefix_chars) if self.config.policy == "prefix" else None
+        key, blocks = self.prefix_signal(request)
         tried: set[str] = set()
         while True:
-            replica, reason = self._choose(request.model, key, tried)
+            replica, reason = self.choose(request.model, key, blocks, tried)
             if tried:
                 reason = "retry"
             m = self.metrics
@@ -314,6 +357,7 @@ class Fleet:
                         raise
                     tried.add(replica.url)
                     replica.models.refresh_soon()  # a drain or an unload not seen yet: no more requests go there
+                    self.index.forget(replica.url)  # and what it had cached may be gone with it
                     m.retries.labels(replica.url).inc()
                     log.info("retrying on another replica: %s failed before the first byte: %s", replica.url, exc)
                     continue
@@ -331,7 +375,7 @@ class Fleet:
         started = time.monotonic()
         tried: set[str] = set()
         while True:
-            replica, _ = self._choose(call.model, None, tried)
+            replica, _ = self.choose(call.model, None, [], tried)
             try:
                 return await replica.client.tokenize_only(call, self.config.request_timeout_s)
             except UpstreamError as exc:

@@ -88,14 +88,15 @@ def test_both_replicas_serve_and_readiness_lists_them(fleet: Fleet) -> None:
 
 
 def test_a_shared_prefix_goes_to_one_home_replica(fleet: Fleet) -> None:
-    system = "You are a careful assistant who answers in one short sentence. " * 12  # > 512 characters
+    system = "You are a careful assistant who answers in one short sentence. " * 12  # 3 blocks of 256 characters
     before = (fleet.requests_on(fleet.a), fleet.requests_on(fleet.b), fleet.picks("prefix_home"))
     for i in range(8):  # one after another: never loaded enough to spill
         reply = httpx.post(f"{fleet.url}/v1/completions", json=_body(fleet.model, f"{system}Question {i}?"), timeout=60)
         assert reply.status_code == 200
     grew = sorted([fleet.requests_on(fleet.a) - before[0], fleet.requests_on(fleet.b) - before[1]])
     assert grew == [0, 8]
-    assert fleet.picks("prefix_home") - before[2] == 8
+    # The first found no replica that had served its prefix and went where the load was lowest; the rest went home.
+    assert fleet.picks("prefix_home") - before[2] == 7
 
 
 async def _stream(

@@ -3,17 +3,24 @@ each policy's run (bench/routing_report.py, bench/prefix_load.py's prompt sizing
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from bench import conversations, prefix_load
 from bench import routing_report as rr
+from bench import routing as bench_routing
+from bench import run as bench_run
 from bench.prefix_load import fewest_words, system_prompts
 from bench.routing import Routing, RoutingConfig
 from localstack.paths import DEFAULT_MODEL_NAME, CachePaths, default_cache_dir
 
 
-def _run(policy: str, replicas: list[tuple[float, float, float]], p90: float = 100.0, failed: int = 0) -> dict:
+def _run(
+    policy: str, replicas: list[tuple[float, float, float]], p90: float = 100.0, failed: int = 0, tok_s: float = 500.0
+) -> dict:
     """A run as bench.prefix_load writes it: per replica (queried tokens, cached tokens, mean waiting)."""
     return {
         "policy": policy,
@@ -21,7 +28,7 @@ def _run(policy: str, replicas: list[tuple[float, float, float]], p90: float = 1
         "failed": failed,
         "p50_ttft_ms": p90 / 2,
         "p90_ttft_ms": p90,
-        "output_throughput": 500.0,
+        "output_throughput": tok_s,
         "prompt_tokens_mean": 1050.0,
         "replicas": [
             {"replica": f"r{i}", "queries": q, "hits": h, "waiting_mean": w, "requests": 5}
@@ -94,18 +101,23 @@ def test_a_row_sums_the_replicas_counters_before_dividing() -> None:
     assert row["errors"] == 0 and row["ttft_p90_ms"] == 100.0
 
 
-def test_targets_read_prefix_against_round_robin_and_the_single_replica() -> None:
+def test_targets_read_prefix_against_round_robin_least_load_and_the_single_replica() -> None:
     found = rr.rows([
         _run(rr.SINGLE, [(1000, 900, 2.0)]),
         _run("round_robin", [(1000, 600, 4.0), (1000, 600, 1.0)], p90=400.0),
-        _run("prefix", [(1000, 800, 1.0), (1000, 800, 1.2)], p90=150.0),
+        _run("least_load", [(1000, 600, 1.0), (1000, 600, 1.0)], p90=250.0),
+        _run(rr.PREFIX_HASH, [(1000, 700, 3.0), (1000, 700, 1.0)], p90=300.0),
+        _run("prefix", [(1000, 850, 1.0), (1000, 850, 1.2)], p90=150.0, tok_s=600.0),
         _run(rr.RESTART, [(1000, 800, 1.0), (300, 100, 1.0)], p90=900.0),
     ])  # fmt: skip
     ratios = rr.ratios(found)
     assert ratios["prefix/round_robin TTFT p90"] == 150.0 / 400.0
-    assert abs(ratios["prefix/single hit rate"] - 0.8 / 0.9) < 1e-9
+    assert ratios["prefix/least_load TTFT p90"] == 150.0 / 250.0
+    assert ratios["prefix/round_robin tok/s"] == 600.0 / 500.0
+    assert abs(ratios["prefix/single hit rate"] - 0.85 / 0.9) < 1e-9
+    assert ratios["prefix_hash/round_robin TTFT p90"] == 300.0 / 400.0  # reported beside it, not a target
     verdicts = {t["target"]: t["pass"] for t in rr.targets(found)}
-    assert all(verdicts.values()), verdicts
+    assert len(verdicts) == 7 and all(verdicts.values()), verdicts
 
 
 def test_targets_fail_on_slow_prefix_routing_a_hot_replica_or_any_error() -> None:
@@ -115,7 +127,8 @@ def test_targets_fail_on_slow_prefix_routing_a_hot_replica_or_any_error() -> Non
         _run("prefix", [(1000, 500, 3.0), (1000, 500, 0.0)], p90=150.0),
     ])  # fmt: skip
     verdicts = [t["pass"] for t in rr.targets(found)]
-    assert verdicts == [False, False, False, False, None]  # 0.75x, 0.56x, 2.0x, 1 error, no restart run
+    # 0.75x round_robin, no least_load run, 1.0x its rate, 0.56x the hit rate, 2.0x queue, 1 error, no restart run
+    assert verdicts == [False, None, False, False, False, False, None]
 
 
 _RESTART = {
@@ -157,3 +170,44 @@ def test_part_4_serves_the_model_it_is_given_by_name_or_folder(tmp_path: Path) -
     (folder / "config.json").write_text("{}")
     served = Routing(RoutingConfig(out_dir=tmp_path, model=str(folder))).model
     assert (served.folder, served.name) == (folder, "my-model")  # a Triton model name, not the path
+
+
+def test_the_multiturn_scenario_sizes_the_cache_for_the_conversations_it_runs(tmp_path: Path) -> None:
+    single = RoutingConfig(out_dir=tmp_path, clients=8)
+    talks = RoutingConfig(out_dir=tmp_path, clients=8, scenario="multiturn")
+    assert single.words_per_user_message == 8 and talks.words_per_user_message == 24
+    assert single.history_tokens() == 0 and 0 < talks.history_tokens() < 2048 - 1024 - talks.max_tokens
+    own = -(-talks.history_tokens() // 128)
+    assert talks.engine_blocks() == rr.kv_blocks(4, 1024, 8, 2, 128) + 4 * (own - 1)
+    assert talks.workload()["scenario"] == "multiturn" and talks.workload()["turns"] == "4 to 8"
+    assert "turns" not in single.workload()
+
+
+def test_part_4_takes_the_scenario_and_its_turns_from_the_command_line() -> None:
+    args = bench_run.parse_args(["--part4", "--scenario", "multiturn", "--turns", "3,5", "--zipf", "1.2"])
+    assert (args.scenario, args.turns, args.zipf, args.user_words) == ("multiturn", [3, 5], 1.2, None)
+    assert bench_run.parse_args(["--part4"]).scenario == "single"
+    with pytest.raises(SystemExit):
+        bench_run.parse_args(["--part4", "--turns", "5,3"])
+
+
+def test_the_longest_multiturn_prompt_is_the_last_turn_of_the_longest_conversation() -> None:
+    args = prefix_load.parse_args(["--url", "u", "--model", "m", "--tokenizer", "t", "--metrics-urls", "[]",
+                                   "--replicas", "[]", "--tag", "x", "--out", "o", "--scenario", "multiturn"])  # fmt: skip
+    systems = ["short", "a much longer system prompt"]
+    words_in = lambda messages: sum(len(m["content"].split()) for m in messages)  # noqa: E731
+    longest = prefix_load.longest_prompt_tokens(args, systems, words_in)
+    talk = conversations.Conversation(0, 1, args.max_turns)
+    last = conversations.turn_messages("x", talk, args.max_turns - 1, systems[1], args.user_words, 6)
+    assert longest == words_in(last) and prefix_load.reply_words(16) == 6
+
+
+def test_part_4_engines_cache_prefixes_in_a_capped_cache_and_are_checked_patiently(tmp_path: Path) -> None:
+    config = RoutingConfig(out_dir=tmp_path, scenario="multiturn", clients=8, memory_share=0.08)
+    routing = Routing(config)
+    target = bench_routing._repository(config, routing.model)
+    args = json.loads((target / routing.model.name / "1" / "model.json").read_text())
+    assert args["enable_prefix_caching"] and args["num_gpu_blocks_override"] == config.engine_blocks()
+    assert args["gpu_memory_utilization"] == 0.08
+    pbtxt = (target / routing.model.name / "config.pbtxt").read_text()
+    assert 'key: "VLLM_HEALTH_CHECK_INTERVAL_S" value: { string_value: "10" }' in pbtxt

@@ -12,9 +12,9 @@ from prometheus_client import CollectorRegistry
 from gateway.core.upstream import GenerateChunk, GenerateRequest, TokenizerAnswer, TokenizerCall
 from gateway.model_map import ModelEntry
 from gateway.resilience.breaker import BreakerBoard
-from gateway.routing.fleet import Fleet, FleetConfig
+from gateway.routing.fleet import Fleet, FleetConfig, _turned_unhealthy
 from gateway.routing.metrics import RoutingMetrics
-from gateway.routing.upstreams import UpstreamEntries
+from gateway.routing.upstreams import ModelLoad, ReplicaLoad, UpstreamEntries
 from gateway.triton_client import UpstreamError, stream_error
 
 
@@ -167,3 +167,80 @@ def test_the_merged_index_carries_a_context_length_from_a_replica_that_told_it()
         await fleet.close()
 
     asyncio.run(scenario())
+
+
+def _chat(system: str, *turns: str) -> GenerateRequest:
+    messages = [{"role": "system", "content": system}]
+    for i, text in enumerate(turns):
+        messages.append({"role": "user" if i % 2 == 0 else "assistant", "content": text})
+    return GenerateRequest("m", "id", {}, True, messages=messages)
+
+
+async def _served_by(fleet: Fleet, request: GenerateRequest) -> str:
+    texts = [text async for chunk in fleet.generate(request) for text in chunk.texts]
+    return texts[0]
+
+
+def test_prefix_sends_a_conversation_where_its_earlier_turns_went() -> None:
+    async def scenario() -> None:
+        fleet, _ = await _fleet({"a:1": "ok", "b:1": "ok"}, policy="prefix")
+        system = "You answer in French. " * 30
+        history = ["Hello, who are you? " * 20]
+        first = await _served_by(fleet, _chat(system, *history))
+        for turn in range(4):
+            history += [f"Reply {turn}. " * 20, f"Question {turn}? " * 20]
+            assert await _served_by(fleet, _chat(system, *history)) == first
+        assert fleet.index.matched(fleet.prefix_signal(_chat(system, *history))[1], first) > 0
+        await fleet.close()
+
+    asyncio.run(scenario())
+
+
+def test_prefix_records_the_replica_a_request_was_retried_on_and_forgets_the_one_that_failed() -> None:
+    async def scenario() -> None:
+        fleet, fakes = await _fleet({"a:1": "ok", "b:1": "ok"}, policy="prefix")
+        request = _chat("Be brief. " * 60, "What is a prefix cache? " * 20)
+        _, blocks = fleet.prefix_signal(request)
+        home = await _served_by(fleet, request)
+        other = next(url for url in fakes if url != home)
+        assert fleet.index.matched(blocks, home) == len(blocks) and fleet.index.matched(blocks, other) == 0
+        fakes[home].behaviour = "unavailable"  # it restarted: it fails before the first byte
+        assert await _served_by(fleet, request) == other
+        assert fleet.index.matched(blocks, home) == 0 and fleet.index.matched(blocks, other) == len(blocks)
+        await fleet.close()
+
+    asyncio.run(scenario())
+
+
+def test_prefix_forgets_a_replica_that_became_unreachable() -> None:
+    async def scenario() -> None:
+        fleet, fakes = await _fleet({"a:1": "ok", "b:1": "ok"}, policy="prefix")
+        request = _chat("Be brief. " * 60, "Hi " * 100)
+        home = await _served_by(fleet, request)
+
+        async def unreachable() -> list[ModelEntry]:
+            raise UpstreamError(503, "Triton is unavailable", retryable=True)
+
+        fakes[home].repository_index = unreachable  # type: ignore[method-assign]
+        with pytest.raises(UpstreamError):
+            await fleet._index(fleet.replicas[home])
+        assert fleet.index.matched(fleet.prefix_signal(request)[1], home) == 0
+        await fleet.close()
+
+    asyncio.run(scenario())
+
+
+def test_other_policies_keep_no_index() -> None:
+    async def scenario() -> None:
+        fleet, _ = await _fleet({"a:1": "ok", "b:1": "ok"}, policy="least_load")
+        await _served_by(fleet, _chat("Be brief. " * 60, "Hi " * 100))
+        assert len(fleet.index) == 0
+        await fleet.close()
+
+    asyncio.run(scenario())
+
+
+def test_an_engine_turning_unhealthy_is_a_restart_to_the_index() -> None:
+    healthy, sick = ReplicaLoad({"m": ModelLoad()}), ReplicaLoad({"m": ModelLoad(healthy=False)})
+    assert _turned_unhealthy(healthy, sick) and _turned_unhealthy(ReplicaLoad(), sick)
+    assert not _turned_unhealthy(sick, sick) and not _turned_unhealthy(sick, healthy)

@@ -7,7 +7,7 @@ import pytest
 
 from gateway.core.upstream import GenerateRequest
 from gateway.routing.fleet import prompt_of
-from gateway.routing.picker import Pick, ReplicaView, pick, prefix_key, rendezvous_order
+from gateway.routing.picker import Pick, PrefixWeights, ReplicaView, pick, prefix_key, rendezvous_order
 
 
 def _views(*loads: int) -> list[ReplicaView]:
@@ -48,12 +48,12 @@ def test_round_robin_goes_in_turn() -> None:
     assert [pick(replicas, "round_robin", turn=t).replica for t in range(4)] == ["r0", "r1", "r2", "r0"]
 
 
-def test_prefix_sends_one_prefix_home_on_every_gateway() -> None:
+def test_prefix_hash_sends_one_prefix_home_on_every_gateway() -> None:
     key = prefix_key("You are a helpful assistant. " * 40, 512)
     replicas = _views(0, 0, 0, 0)
-    homes = {pick(replicas, "prefix", key=key, rng=random.Random(seed)).replica for seed in range(10)}
+    homes = {pick(replicas, "prefix_hash", key=key, rng=random.Random(seed)).replica for seed in range(10)}
     assert len(homes) == 1
-    assert pick(replicas, "prefix", key=key).reason == "prefix_home"
+    assert pick(replicas, "prefix_hash", key=key).reason == "prefix_home"
 
 
 def test_prefixes_spread_over_the_replicas() -> None:
@@ -75,13 +75,13 @@ def test_a_hot_home_spills_to_the_next_replica_in_its_order() -> None:
     loads = {name: 0 for name in order}
     loads[order[0]] = 30
     replicas = [ReplicaView(name, in_flight=load) for name, load in loads.items()]
-    choice = pick(replicas, "prefix", key=key)
+    choice = pick(replicas, "prefix_hash", key=key)
     assert choice.replica == order[1] and choice.reason == "prefix_spill"
 
 
 def test_a_short_prompt_has_no_prefix_signal_and_balances_by_load() -> None:
     assert prefix_key("short", 512) is None
-    assert pick(_views(10, 0), "prefix", key=None, rng=random.Random(3)).reason == "least_load"
+    assert pick(_views(10, 0), "prefix_hash", key=None, rng=random.Random(3)).reason == "least_load"
 
 
 def test_the_prompt_of_chat_and_completions() -> None:
@@ -97,4 +97,56 @@ def test_stale_gauges_at_low_load_do_not_break_the_affinity() -> None:
     home = rendezvous_order(key, ["r0", "r1"])[0]
     replicas = [ReplicaView(name, in_flight=0, running=1.0 if name == home else 0.0, kv_cache_usage=0.3)
                 for name in ("r0", "r1")]  # fmt: skip
-    assert pick(replicas, "prefix", key=key) == Pick(home, "prefix_home")
+    assert pick(replicas, "prefix_hash", key=key) == Pick(home, "prefix_home")
+
+
+# `prefix`: each replica's matched share of the prompt's blocks against its load.
+
+
+def _scored(*replicas: tuple[int, int]) -> list[ReplicaView]:
+    """(matched blocks, in-flight requests) per replica."""
+    return [ReplicaView(f"r{i}", in_flight=load, matched=m) for i, (m, load) in enumerate(replicas)]
+
+
+def test_the_replica_holding_the_longest_prefix_wins_at_equal_load() -> None:
+    assert pick(_scored((4, 3), (10, 3), (2, 3)), "prefix", blocks=10) == Pick("r1", "prefix_home")
+
+
+def test_a_prompt_no_replica_has_seen_goes_where_the_load_is_lowest() -> None:
+    rng = random.Random(4)
+    assert {pick(_scored((0, 9), (0, 2)), "prefix", blocks=8, rng=rng) for _ in range(20)} == {Pick("r1", "least_load")}
+
+
+def test_a_home_keeps_its_prompt_until_it_is_overloaded_then_the_prompt_spills() -> None:
+    # The whole prompt on r0: it stays there at three times r1's load, and goes at four times (defaults).
+    assert pick(_scored((8, 24), (0, 8)), "prefix", blocks=8) == Pick("r0", "prefix_home")
+    assert pick(_scored((8, 32), (0, 8)), "prefix", blocks=8) == Pick("r1", "prefix_spill")
+    # A stale scrape at low load does not move it.
+    assert pick(_scored((8, 3), (0, 0)), "prefix", blocks=8) == Pick("r0", "prefix_home")
+
+
+def test_a_conversation_stays_with_its_history_not_with_its_system_prompt() -> None:
+    """r0 served this conversation's earlier turns (9 of 10 blocks); r1 only the shared system prompt (4 blocks),
+    and is a little less busy."""
+    assert pick(_scored((9, 12), (4, 9)), "prefix", blocks=10).replica == "r0"
+
+
+def test_a_hot_prefix_held_by_several_replicas_goes_to_the_less_loaded_one() -> None:
+    assert pick(_scored((6, 10), (6, 4)), "prefix", blocks=6) == Pick("r1", "prefix_home")
+
+
+def test_ties_go_to_least_loads_pick_among_the_tied() -> None:
+    picks = Counter(pick(_scored((5, 2), (5, 2), (1, 2)), "prefix", blocks=5, rng=random.Random(s)).replica
+                    for s in range(200))  # fmt: skip
+    assert set(picks) == {"r0", "r1"} and min(picks.values()) > 40
+
+
+def test_the_weights_set_how_much_a_match_is_worth_against_load() -> None:
+    replicas = _scored((8, 12), (0, 6))
+    assert pick(replicas, "prefix", blocks=8).replica == "r0"
+    assert pick(replicas, "prefix", blocks=8, weights=PrefixWeights(prefix=0.2)).replica == "r1"
+    assert pick(replicas, "prefix", blocks=8, weights=PrefixWeights(load=0.0)).replica == "r0"
+
+
+def test_a_prompt_shorter_than_a_block_is_balanced_by_load() -> None:
+    assert pick(_scored((0, 10), (0, 0)), "prefix", blocks=0, rng=random.Random(5)) == Pick("r1", "least_load")
