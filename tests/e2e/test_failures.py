@@ -14,6 +14,7 @@ import pytest
 from localstack.processes import wait_until
 from localstack.stack import LocalStack
 from tests.metrics_text import sample_value
+from tests.placement_checks import assert_reloaded_engine_placed
 
 pytestmark = pytest.mark.disruptive
 
@@ -49,6 +50,7 @@ def test_killed_engine_makes_the_gateway_not_ready(stack: LocalStack, model_name
     httpx.post(f"{stack.triton_http_url}/v2/repository/models/{model_name}/load", timeout=600).raise_for_status()
     with httpx.Client(base_url=stack.gateway_url, timeout=30) as client:
         _wait_status(client, 200, timeout_s=30)
+    assert_reloaded_engine_placed(stack)
 
 
 def test_engine_restart_brings_the_model_back_by_itself(stack: LocalStack, model_name: str) -> None:
