@@ -102,7 +102,7 @@ class LocalStack:
     def wait_triton_ready(self) -> None:
         urls = [f"{self.triton_http_url}/v2/models/{name}/ready" for name in self.served_models()]
         ready = wait_until(
-            lambda: all(http_ok(url) for url in urls), self.config.start_timeout_s, 1.0, self.triton, self._interrupted
+            lambda: all(http_ok(url) for url in urls), self.config.start_timeout_s, 0.2, self.triton, self._interrupted
         )
         if self._interrupted.is_set():
             raise StackError("interrupted while Triton was starting")
@@ -160,7 +160,7 @@ class LocalStack:
 
     def wait_gateway_ready(self, timeout_s: float = 60.0) -> None:
         ready = wait_until(
-            lambda: http_ok(f"{self.gateway_url}/health/ready"), timeout_s, 0.5, self.gateway, self._interrupted
+            lambda: http_ok(f"{self.gateway_url}/health/ready"), timeout_s, 0.2, self.gateway, self._interrupted
         )
         if self._interrupted.is_set():
             raise StackError("interrupted while the gateway was starting")
