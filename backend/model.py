@@ -133,7 +133,9 @@ class TritonPythonModel:
         self.loop_thread = threading.Thread(target=self.loop.run_forever, name="vllm-backend-loop", daemon=True)
         self.loop_thread.start()
         self.outbox = Outbox(on_error=self.logger.log_error)
-        self.cancels = CancelWatch(self.params.cancel_check_interval_s, on_error=self.logger.log_error)
+        self.cancels = CancelWatch(
+            self.params.cancel_check_interval_s, on_error=self.logger.log_error, on_info=self.logger.log_info
+        )
         self.pacer = Pacer(
             self.loop,
             self.params.stream_responses_per_s,

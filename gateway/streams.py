@@ -19,8 +19,11 @@ async def merge(streams: list[AsyncIterator[T]]) -> AsyncIterator[tuple[int, T]]
     The first error ends the merge; closing it cancels every stream still running.
     """
     if len(streams) == 1:
-        async for item in streams[0]:
-            yield 0, item
+        try:
+            async for item in streams[0]:
+                yield 0, item
+        finally:  # now, not when collected (`async for` leaves it open): that cancels its Triton request
+            await streams[0].aclose()  # type: ignore[attr-defined]
         return
     queue: asyncio.Queue[tuple[int, object, BaseException | None]] = asyncio.Queue()
 

@@ -106,7 +106,7 @@ class LocalStack:
         return all(http_ok(f"{self.triton_http_url}/v2/models/{name}/ready") for name in self.served_models())
 
     def wait_triton_ready(self) -> None:
-        ready = wait_until(self.triton_ready, self.config.start_timeout_s, 1.0, self.triton, self._interrupted)
+        ready = wait_until(self.triton_ready, self.config.start_timeout_s, 0.2, self.triton, self._interrupted)
         if self._interrupted.is_set():
             raise StackError("interrupted while Triton was starting")
         if not ready:
@@ -163,7 +163,7 @@ class LocalStack:
 
     def wait_gateway_ready(self, timeout_s: float = 60.0) -> None:
         ready = wait_until(
-            lambda: http_ok(f"{self.gateway_url}/health/ready"), timeout_s, 0.5, self.gateway, self._interrupted
+            lambda: http_ok(f"{self.gateway_url}/health/ready"), timeout_s, 0.2, self.gateway, self._interrupted
         )
         if self._interrupted.is_set():
             raise StackError("interrupted while the gateway was starting")

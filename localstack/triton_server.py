@@ -56,6 +56,10 @@ def triton_env(run_dir: Path, backend_venv: Path | None, engine_core: int | None
         p for p in (str(python_lib_dir()), str(triton_libs_dir()), env.get("LD_LIBRARY_PATH", "")) if p
     )
     env.setdefault("VLLM_CONFIGURE_LOGGING", "1")
+    # vLLM's AOT compile cache does not load on the CPU (0.32 with torch 2.13: "'function' object has no attribute
+    # 'finalize_loading'"), so every engine start traced the model again, about 50 s for SmolLM2 on two cores. Its
+    # older compile cache loads: a restart then compiles nothing.
+    env.setdefault("VLLM_USE_AOT_COMPILE", "0")
     env["LC_ALL"] = "C.UTF-8"
     # Inherited by every process Triton starts (stubs, engines), so strays can be found later.
     env[RUN_MARKER] = str(run_dir)

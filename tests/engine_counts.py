@@ -19,6 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from localstack.processes import wait_until
 from localstack.stack import LocalStack
+from vllm_backend.cancels import ABORTED
 
 # A request that generated more than this ran long: only the tests' long requests (2000 tokens) do.
 LONG_RUN_TOKENS = 1000
@@ -39,14 +40,6 @@ def _value(families: list, name: str, model: str, **labels: str) -> float:
             if sample.name == name and sample.labels.get("model") == model and _matches(sample.labels, labels):
                 return sample.value
     return 0.0
-
-
-# On a machine of two cores the test client or the gateway can go unscheduled for seconds while vLLM's CPU engine
-# busy-polls (found on 2026-12-06: the kernel ranks sessions before processes). The stack now ranks the engine's
-# session lower, which removed those stalls in measurements, but a loaded CI machine may still hold a reader back
-# until the engine has finished the request, which looks like a cancellation that did not reach the engine. Checks
-# of cancellation take the best of TRIES tries: they fail when cancellation never reaches the engine.
-TRIES = 3
 
 
 @dataclass(frozen=True)
@@ -104,6 +97,14 @@ def assert_cancelled(metrics_url: str, model: str, before: EngineCounts, long_to
     assert generated < long_tokens, f"the engine generated {generated} tokens: all of the request's"
 
 
+def aborts(*stacks: LocalStack) -> int:
+    """How many cancelled requests the stacks' backends have aborted in their engines: the lines their Triton logs
+    got for them (backend/vllm_backend/cancels.py)."""
+    return sum(
+        stack.triton.log_path.read_text(errors="replace").count(ABORTED) for stack in stacks if stack.triton is not None
+    )
+
+
 def suspend_engines(stack: LocalStack) -> list[psutil.Process]:
     """vLLM's engine stops stepping (SIGSTOP), as a stuck engine would. What is asked of it until it resumes,
     an abort included, waits in its queue."""
@@ -129,7 +130,19 @@ class PausedEngine:
     have finished on a loaded machine.)"""
 
     def __init__(self, *stacks: LocalStack) -> None:
+        self.stacks = stacks
+        self.arrived, self.started = self._counts()
         self.engines = [engine for stack in stacks for engine in suspend_engines(stack)]
+
+    def _counts(self) -> tuple[float, float]:
+        """The requests the stacks' backends have received (Triton counts one as it hands it over), and those that
+        have made their first token (vLLM's time-to-first-token observations)."""
+        arrived = started = 0.0
+        for stack in self.stacks:
+            families, model = _families(stack.triton_metrics_url), stack.config.model_name
+            arrived += _value(families, "nv_inference_count", model)
+            started += _value(families, "vllm:time_to_first_token_seconds_count", model)
+        return arrived, started
 
     def run_for(self, seconds: float) -> None:
         resume(self.engines)
@@ -140,19 +153,35 @@ class PausedEngine:
             except psutil.NoSuchProcess:
                 pass
 
-    def run_until(self, done: Callable[[], bool], timeout_s: float = 10.0, step_s: float = 0.02) -> None:
-        """Runs the engine in short steps until `done()` (asked between steps)."""
+    def run_until(self, done: Callable[[], bool], timeout_s: float = 30.0, step_s: float = 0.02) -> None:
+        """Runs the engines in short steps until `done()`, while a request that reached a backend since they stopped
+        has not made its first token. Once every one has, their first tokens are on their way to the client
+        (through the backend, Triton and the gateway): it waits for them, stepping only once per half second.
+        Stepping on regardless let the engine finish the first requests while a later one or its first event was
+        late, on a loaded machine."""
         deadline = time.monotonic() + timeout_s
         while not done():
             assert time.monotonic() < deadline, "nothing came out of the engine"
-            self.run_for(step_s)
-            time.sleep(0.05)
+            arrived, started = self._counts()
+            if started - self.started < arrived - self.arrived:
+                self.run_for(step_s)
+                time.sleep(0.05)
+            elif not wait_until(done, 0.5, 0.02):
+                self.run_for(step_s)
+
+    def hold_until_aborted(self, before: int, count: int = 1, timeout_s: float = 10.0) -> None:
+        """Waits, the engines still stopped, until their backends have aborted `count` cancelled requests since
+        `aborts()` was `before`: the aborts are then queued to the engines, which drop those requests as they
+        resume instead of running them to their end. (The backend looks for cancelled requests twice a second;
+        a fixed wait for it failed on a loaded machine.)"""
+        done = wait_until(lambda: aborts(*self.stacks) >= before + count, timeout_s, 0.05)
+        assert done, f"the backend aborted {aborts(*self.stacks) - before} of {count} cancelled request(s)"
 
 
 @contextmanager
 def engine_paused(*stacks: LocalStack) -> Iterator[PausedEngine]:
-    """The stacks' engines stopped within the block (keep it under 4 s in all: the backend's health check would
-    count a longer stop as a hung engine), resumed at its end."""
+    """The stacks' engines stopped within the block, resumed at its end. (Keep it short: the backend's health
+    check counts an engine silent for about 18 s as hung, backend/model.py.)"""
     paused = PausedEngine(*stacks)
     try:
         yield paused

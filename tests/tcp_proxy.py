@@ -74,6 +74,7 @@ class FaultProxy:
         self._connections: set[_Connection] = set()
         self._server: asyncio.Server | None = None
         self.accepted = 0  # connections accepted so far (a test can see the gateway reconnect)
+        self.held_up = 0  # bytes towards Triton held by the current pause (a test can see its request arrive)
 
     # The test's side: each call returns once the fault is in place.
 
@@ -143,6 +144,7 @@ class FaultProxy:
             for connection in self._connections:
                 connection.budget = None
         if mode == "paused":
+            self.held_up = 0
             self._flowing.clear()
             return
         self._flowing.set()
@@ -222,6 +224,8 @@ class FaultProxy:
         assert self._flowing is not None
         try:
             while data := await reader.read(65536):
+                if way == "up" and not self._flowing.is_set():
+                    self.held_up += len(data)
                 await self._flowing.wait()  # paused: what was read waits here, and nothing more is read
                 if way == "down" and connection.budget is not None:
                     if len(data) < connection.budget:

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import asyncio
 
-from vllm_backend.cancels import CancelWatch, Running, cancelled
+from vllm_backend.cancels import ABORTED, CancelWatch, Running, cancelled
 
 
 class Request:
@@ -30,7 +30,8 @@ def test_cancelled_names_the_cancelled_and_the_requests_triton_no_longer_knows()
 
 async def test_a_pass_asks_each_request_once_and_aborts_a_cancelled_one_once() -> None:
     errors: list[str] = []
-    watch = CancelWatch(0.5, errors.append)
+    infos: list[str] = []
+    watch = CancelWatch(0.5, errors.append, infos.append)
     alive, gone = Request(), Request(cancelled=True)
     watch.add("alive", alive.is_cancelled, alive.abort)
     watch.add("gone", gone.is_cancelled, gone.abort)
@@ -39,11 +40,13 @@ async def test_a_pass_asks_each_request_once_and_aborts_a_cancelled_one_once() -
     assert (alive.asked, alive.aborted) == (2, 0)
     assert (gone.asked, gone.aborted) == (1, 1)  # aborted, then no longer asked
     assert list(watch.running) == ["alive"] and errors == []
+    assert infos == [f"[vllm] request gone {ABORTED}"]  # once it is aborted: what tests wait for
 
 
 async def test_a_failed_abort_is_reported_and_the_pass_goes_on() -> None:
     errors: list[str] = []
-    watch = CancelWatch(0.5, errors.append)
+    infos: list[str] = []
+    watch = CancelWatch(0.5, errors.append, infos.append)
     second = Request(cancelled=True)
 
     async def dead_engine() -> None:
@@ -54,6 +57,7 @@ async def test_a_failed_abort_is_reported_and_the_pass_goes_on() -> None:
     await watch.abort_cancelled()
     assert errors == ["[vllm] could not abort request first: RuntimeError('engine dead')"]
     assert second.aborted == 1
+    assert infos == [f"[vllm] request second {ABORTED}"]  # not the one that failed
 
 
 async def test_the_watch_aborts_within_the_interval_and_forgets_ended_requests() -> None:

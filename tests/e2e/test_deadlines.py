@@ -1,7 +1,7 @@
 """Deadlines, caps, gRPC status codes and the circuit breaker, on the fast stack, with a gateway that reaches
 Triton through a proxy the tests can stall or cut. The engine's own stalls are made by stopping its process
-(SIGSTOP, then SIGCONT, within 4 s so that the backend's health check does not find it dead): the fast model
-would otherwise finish a long request before its cancel arrived."""
+(SIGSTOP, then SIGCONT once the backend has aborted the cancelled request): the fast model would otherwise
+finish a long request before its cancel arrived."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ import pytest
 from localstack.processes import Service, wait_until
 from localstack.stack import LocalStack
 from tests.metrics_text import sample_value
-from tests.engine_counts import TRIES, EngineCounts, assert_cancelled, engine_paused, settled
+from tests.engine_counts import EngineCounts, aborts, assert_cancelled, engine_paused, settled
 from tests.tcp_proxy import FaultProxy
 
 STALL_S = 1.5
@@ -101,42 +101,36 @@ def _read_in_thread(gw: Gateway, events: list[str], first: threading.Event, leav
     return thread
 
 
+def _last_payload(events: list[str]) -> dict:
+    """The payload before a stream's [DONE] (parsed: the random text itself may hold the word "error")."""
+    return json.loads(events[-2].removeprefix("data: ")) if len(events) >= 2 else {}
+
+
 def _stream_with_engine_stalled(gw: Gateway) -> list[str]:
-    """A long stream whose engine stops after its first tokens, until the stream ends and a little more."""
+    """A long stream whose engine stops after its first tokens, until the stream has ended with the stall
+    deadline's error and the backend has aborted the request that the gateway then cancelled."""
     events: list[str] = []
     first = threading.Event()
+    aborted = aborts(gw.stack)
     with engine_paused(gw.stack) as engine:
         reader = _read_in_thread(gw, events, first, leave_after_first=False)
         engine.run_until(first.is_set)
         reader.join(timeout=15)  # what was on its way, then the stall, the deadline's error event and [DONE]
-        time.sleep(1.2)  # the backend looks for cancelled requests twice a second: the abort is queued
+        assert not reader.is_alive(), "the stream did not end at the stall deadline"
+        if "error" in _last_payload(events):  # else it had all its tokens: the test's assertions say so
+            engine.hold_until_aborted(aborted)
     return events
-
-
-def _cancelled_in_the_engine(gw: Gateway, before: EngineCounts) -> AssertionError | None:
-    try:
-        _assert_cancelled_in_the_engine(gw, before)
-    except AssertionError as exc:
-        return exc
-    return None
 
 
 def test_a_stall_after_the_first_byte_ends_the_stream_with_an_error_event_and_cancels(gateway: Gateway) -> None:
     gw = gateway
-    for _ in range(TRIES):
-        before = _settled(gw)
-        events = _stream_with_engine_stalled(gw)
-        assert events[-1] == "data: [DONE]"
-        last = json.loads(events[-2].removeprefix("data: "))
-        if "error" not in last:  # it had all its tokens before the stall (the hold-up in tests/engine_counts.py)
-            missed = AssertionError(f"the stream ended before its engine stalled: {events[-2]}")
-            continue
-        error = last["error"]
-        assert error["code"] == "stall_timeout" and error["type"] == "timeout", error
-        missed = _cancelled_in_the_engine(gw, before)
-        if missed is None:
-            break
-    assert missed is None, missed
+    before = _settled(gw)
+    events = _stream_with_engine_stalled(gw)
+    assert events[-1] == "data: [DONE]"
+    error = _last_payload(events).get("error")
+    assert error is not None, f"the stream ended before its engine stalled: {events[-2]}"
+    assert error["code"] == "stall_timeout" and error["type"] == "timeout", error
+    _assert_cancelled_in_the_engine(gw, before)
     assert gw.metric("gateway_deadlines_fired_total", model=gw.model, kind="stall") >= 1
     assert gw.metric("gateway_triton_cancellations_total", model=gw.model, reason="deadline") >= 1
 
@@ -250,20 +244,16 @@ def test_repeated_unavailable_opens_the_breaker_then_a_probe_closes_it(gateway: 
 def test_a_client_disconnect_is_counted_as_a_cancellation(gateway: Gateway) -> None:
     gw = gateway
     before = gw.metric("gateway_triton_cancellations_total", model=gw.model, reason="closed")
-    for attempt in range(TRIES):
-        engine_before = _settled(gw)
-        with engine_paused(gw.stack) as engine:  # the request cannot end by itself before the client leaves
-            first = threading.Event()
-            reader = _read_in_thread(gw, [], first, leave_after_first=True)
-            engine.run_until(first.is_set)
-            reader.join(timeout=10)
-            counted = before + attempt + 1
-            closed = lambda: gw.metric("gateway_triton_cancellations_total", model=gw.model, reason="closed") >= counted
-            assert wait_until(closed, 5, 0.05), "the gateway did not cancel the request of the client that left"
-            time.sleep(1.2)  # as above: the abort is queued before the engine resumes
-        missed = _cancelled_in_the_engine(gw, engine_before)
-        if missed is None:
-            break
-    assert missed is None, missed
-    assert gw.metric("gateway_triton_cancellations_total", model=gw.model, reason="closed") == before + attempt + 1
+    engine_before = _settled(gw)
+    aborted = aborts(gw.stack)
+    with engine_paused(gw.stack) as engine:  # the request cannot end by itself before the client leaves
+        first = threading.Event()
+        reader = _read_in_thread(gw, [], first, leave_after_first=True)
+        engine.run_until(first.is_set)
+        reader.join(timeout=10)
+        closed = lambda: gw.metric("gateway_triton_cancellations_total", model=gw.model, reason="closed") > before
+        assert wait_until(closed, 5, 0.05), "the gateway did not cancel the request of the client that left"
+        engine.hold_until_aborted(aborted)  # the cancel reached the backend, which queued the abort
+    _assert_cancelled_in_the_engine(gw, engine_before)
+    assert gw.metric("gateway_triton_cancellations_total", model=gw.model, reason="closed") == before + 1
     assert gw.metric("gateway_triton_streams_total", model=gw.model, code="CANCELLED") >= 1

@@ -4,14 +4,16 @@ fast model's Triton, signalled as Kubernetes does (the main process) or as Ctrl-
 The fast model writes 2,000 tokens in anything from 0.3 s to 3 s here, so no single stream is sure to be
 running when the signal comes. The tests do not rely on timing: a request whose body the test holds back is in
 flight at the signal for certain, and keeps the drain going for as long as the checks made during it take; its
-whole stream then runs during the drain. Several streams at once (each with its first event read before the
-signal) make sure that some are still running at a short drain deadline.
+whole stream then runs during the drain. For the drain deadline, the engine stays stopped (but for the short
+steps that give every stream its first event) until every worker's drain is over: every stream is then still
+running at the deadline, however slow the machine.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import threading
 from collections.abc import Iterator
@@ -25,11 +27,13 @@ import pytest
 from localstack.net import free_port
 from localstack.processes import Service, wait_until
 from localstack.stack import LocalStack
-from tests.engine_counts import assert_generation_stopped
+from tests.engine_counts import PausedEngine, aborts, assert_cancelled, engine_paused, settled
 
 TOKENS = 2000  # near the fast model's context (2048)
 STREAMS = 8  # started together before the signal
 DRAINING_LINE = "SIGTERM: draining"  # what each worker logs when its drain starts
+CUT_LINE = re.compile(r"drain deadline: cut (\d+) generation")  # when its deadline cuts what is left
+DRAINED_LINE = "drained in"  # when its drain is over
 STARTED_LINE = "Application startup complete."  # uvicorn's, once per worker
 
 
@@ -105,10 +109,13 @@ def _log_count(service: Service, text: str) -> int:
     return sum(text in line for line in service.log_path.read_text(errors="replace").splitlines())
 
 
-def _start_streams(url: str, model: str) -> list[_Stream]:
+def _start_streams(url: str, model: str, engine: PausedEngine | None = None) -> list[_Stream]:
+    """STREAMS streams, each past its first event; with `engine` paused, stepped only until they are."""
     streams = [_Stream(url, _body(model)) for _ in range(STREAMS)]
     for stream in streams:
         stream.start()
+    if engine is not None:
+        engine.run_until(lambda: all(stream.first.is_set() for stream in streams))
     for stream in streams:
         assert stream.first.wait(60) and stream.status == 200, stream.raw
     return streams
@@ -148,24 +155,27 @@ def test_streams_in_flight_finish_after_sigterm_and_new_requests_get_503(fast_st
 def test_streams_outliving_the_drain_timeout_end_with_an_error_and_are_cancelled(
     fast_stack: LocalStack, workers: int
 ) -> None:
+    model = fast_stack.config.model_name
+    before = settled(fast_stack.triton_metrics_url, model)
+    aborted = aborts(fast_stack)
     with _gateway(fast_stack, workers, drain_timeout_s=0.5) as (service, url):
-        streams = _start_streams(url, fast_stack.config.model_name)
-        os.killpg(service.pid, signal.SIGTERM)  # as Ctrl-C reaches a process group: every worker at once
-        cut = 0
+        with engine_paused(fast_stack) as engine:  # no stream can end by itself before the deadline
+            streams = _start_streams(url, model, engine)
+            os.killpg(service.pid, signal.SIGTERM)  # as Ctrl-C reaches a process group: every worker at once
+            # Every worker's drain ends, its deadline cutting what it had; then the backend aborts what was cut.
+            assert wait_until(lambda: _log_count(service, DRAINED_LINE) == workers, 15, 0.05), service.log_tail()
+            log = service.log_path.read_text(errors="replace")
+            assert sum(int(n) for n in CUT_LINE.findall(log)) == STREAMS, service.log_tail()
+            engine.hold_until_aborted(aborted, STREAMS)
         for stream in streams:
             stream.join(120)
             payloads, done = _events(stream.raw)
-            assert done, stream.raw[-500:]  # every stream ends properly, cut or not
-            if _completion_tokens(payloads) == TOKENS:
-                continue
+            assert done, stream.raw[-500:]  # every stream ends properly
             # Cut: the error event, then [DONE]; fewer than TOKENS tokens and no usage chunk.
             assert payloads[-1].get("error", {}).get("code") == "server_shutting_down", payloads[-1]
             assert _completion_tokens(payloads) is None
             assert sum(1 for p in payloads for c in p.get("choices", []) if c.get("text")) < TOKENS
-            cut += 1
-        assert cut, f"no stream was still running at the drain deadline: {service.log_tail()}"
         assert service.process.wait(timeout=60) == 0, service.log_tail()
-        assert "drain deadline: cut" in service.log_path.read_text(errors="replace")
 
-    # Triton's request was cancelled with the stream: the engine stops generating for it.
-    assert_generation_stopped(fast_stack.triton_metrics_url, fast_stack.config.model_name)
+    # Triton's requests were cancelled with the streams: the engine dropped them unfinished.
+    assert_cancelled(fast_stack.triton_metrics_url, model, before, STREAMS * TOKENS)

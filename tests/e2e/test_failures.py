@@ -14,6 +14,7 @@ import pytest
 from localstack.processes import wait_until
 from localstack.stack import LocalStack
 from tests.metrics_text import sample_value
+from tests.placement_checks import assert_reloaded_engine_placed
 
 pytestmark = pytest.mark.disruptive
 
@@ -32,6 +33,31 @@ def _wait_status(client: httpx.Client, status: int, timeout_s: float) -> float:
     pytest.fail(f"readiness did not turn {status} within {timeout_s} s")
 
 
+# The model's configuration with RESTART_UNHEALTHY_ENGINE (opt-in): a dead engine is restarted in place.
+RESTART_CONFIG = {
+    "backend": "vllm",
+    "instance_group": [{"count": 1, "kind": "KIND_MODEL"}],
+    "parameters": {
+        key: {"string_value": "true"}
+        for key in ("REPORT_CUSTOM_METRICS", "ENABLE_VLLM_HEALTH_CHECK", "RESTART_UNHEALTHY_ENGINE")
+    },
+}
+
+
+def _load_restarting(stack: LocalStack, model_name: str) -> None:
+    """Loads the model with RESTART_CONFIG (one engine at a time on this machine: none may be loaded)."""
+    httpx.post(
+        f"{stack.triton_http_url}/v2/repository/models/{model_name}/load",
+        json={"parameters": {"config": json.dumps(RESTART_CONFIG)}},
+        timeout=600,
+    ).raise_for_status()
+
+
+def _restarts_engine(stack: LocalStack, model_name: str) -> bool:
+    config = httpx.get(f"{stack.triton_http_url}/v2/models/{model_name}/config", timeout=30).json()
+    return config.get("parameters", {}).get("RESTART_UNHEALTHY_ENGINE", {}).get("string_value") == "true"
+
+
 def test_killed_engine_makes_the_gateway_not_ready(stack: LocalStack, model_name: str) -> None:
     with httpx.Client(base_url=stack.gateway_url, timeout=30) as client:
         assert _ready_status(client) == 200
@@ -45,35 +71,25 @@ def test_killed_engine_makes_the_gateway_not_ready(stack: LocalStack, model_name
         response = client.post("/v1/completions", json={"model": model_name, "prompt": "x", "max_tokens": 2})
         assert response.status_code in (404, 503), response.text
         print(f"readiness turned 503 {took:.1f} s after the engine was killed")
-    # Bring the model back through Triton's repository API (the stock behaviour unloaded it).
-    httpx.post(f"{stack.triton_http_url}/v2/repository/models/{model_name}/load", timeout=600).raise_for_status()
+    # Bring the model back through Triton's repository API (the stock behaviour unloaded it), with the engine
+    # restart on: the next test needs it, and each load is an engine start.
+    _load_restarting(stack, model_name)
     with httpx.Client(base_url=stack.gateway_url, timeout=30) as client:
         _wait_status(client, 200, timeout_s=30)
+    assert_reloaded_engine_placed(stack)
 
 
 def test_engine_restart_brings_the_model_back_by_itself(stack: LocalStack, model_name: str) -> None:
     """Opt-in (RESTART_UNHEALTHY_ENGINE): a dead engine is restarted in place instead of unloading the model."""
-    config = {
-        "backend": "vllm",
-        "instance_group": [{"count": 1, "kind": "KIND_MODEL"}],
-        "parameters": {
-            key: {"string_value": "true"}
-            for key in ("REPORT_CUSTOM_METRICS", "ENABLE_VLLM_HEALTH_CHECK", "RESTART_UNHEALTHY_ENGINE")
-        },
-    }
-    # One engine at a time on this machine: unload before loading the new configuration.
-    repository = f"{stack.triton_http_url}/v2/repository"
-    httpx.post(f"{repository}/models/{model_name}/unload", timeout=120).raise_for_status()
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and stack.engine_processes():
-        time.sleep(0.5)
-    assert not stack.engine_processes(), "the engine outlived the unload"
-    load = httpx.post(
-        f"{repository}/models/{model_name}/load",
-        json={"parameters": {"config": json.dumps(config)}},
-        timeout=600,
-    )
-    load.raise_for_status()
+    if not _restarts_engine(stack, model_name):  # run alone: test_killed_engine loaded it so otherwise
+        # One engine at a time on this machine: unload before loading the new configuration.
+        httpx.post(f"{stack.triton_http_url}/v2/repository/models/{model_name}/unload", timeout=120).raise_for_status()
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and stack.engine_processes():
+            time.sleep(0.5)
+        assert not stack.engine_processes(), "the engine outlived the unload"
+        _load_restarting(stack, model_name)
+    assert _restarts_engine(stack, model_name)
     with httpx.Client(base_url=stack.gateway_url, timeout=30) as client:
         _wait_status(client, 200, timeout_s=30)
         for process in stack.engine_processes():

@@ -230,7 +230,7 @@ def test_a_reset_before_the_first_byte_is_a_503(gateway: Gateway) -> None:
         pending = pool.submit(
             httpx.post, f"{gw.url}/v1/completions", json=_body(gw.model, LONG, True), timeout=60
         )
-        time.sleep(1.0)
+        assert wait_until(lambda: gw.proxy.held_up > 0, 30, 0.05), "the request did not reach the proxy"
         assert gw.proxy.reset() >= 1
         gw.proxy.forward()
         response = pending.result()

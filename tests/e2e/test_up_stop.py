@@ -1,8 +1,10 @@
-"""`make up` stops synchronously: when make returns after a SIGTERM to its process group, nothing the stack
-started is still running and every port it used is free, so an immediate second `make up` can start.
+"""`make up MODEL_REPOSITORY=...` serves every model of a repository, and stops synchronously: when make returns
+after a SIGTERM to its process group, nothing the stack started is still running and every port it used is free,
+so an immediate second `make up` can start. (Ctrl-C sends SIGINT to the same group, which up.py and make treat as
+they treat SIGTERM; test_model_choice.py sends one during a start.)
 
-It runs the Makefile's own `up` recipe (`-o install`: the installer's work is done in this environment) on the
-fast model, with its own run folder and ports.
+It runs the Makefile's own `up` recipe (`-o install`: the installer's work is done in this environment) on a
+repository serving the fast model under a name of its own, with its own run folder and ports.
 """
 
 from __future__ import annotations
@@ -14,15 +16,20 @@ import subprocess
 import time
 from pathlib import Path
 
+import httpx
 import psutil
 import pytest
 
+from localstack.model_choice import FAST_MODEL_MEMORY_SHARE
+from localstack.model_repo import write_model_repository
 from localstack.net import free_port
-from localstack.paths import FAST_MODEL_NAME, REPO_ROOT
+from localstack.paths import REPO_ROOT, CachePaths, default_cache_dir
 from localstack.processes import wait_until
 from localstack.processes import stray_processes
 
 READY_LINE = "[up] ready in"
+# A Triton model named unlike any prepared model: what is served comes from the repository.
+REPOSITORY_MODEL = "tiny-llama-from-a-repository"
 
 
 def _port_is_free(port: int) -> bool:
@@ -55,7 +62,13 @@ def _snapshot(make_pid: int, run_dir: Path, output: Path) -> str:
 
 
 @pytest.mark.timeout(900)
-def test_make_up_returns_after_sigterm_only_once_everything_has_exited(tmp_path: Path) -> None:
+def test_make_up_serves_a_repository_and_returns_after_sigterm_only_once_everything_has_exited(
+    tmp_path: Path,
+) -> None:
+    repository = write_model_repository(
+        tmp_path / "repository", CachePaths(default_cache_dir()).fast_model_dir, REPOSITORY_MODEL,
+        FAST_MODEL_MEMORY_SHARE,
+    )  # fmt: skip
     run_dir = tmp_path / "up"
     ports = {name: free_port() for name in ("TRITON_HTTP_PORT", "TRITON_GRPC_PORT", "TRITON_METRICS_PORT")}
     gateway_port = free_port()
@@ -66,13 +79,19 @@ def test_make_up_returns_after_sigterm_only_once_everything_has_exited(tmp_path:
         "MODEL": "",
         "MODEL_REPOSITORY": "",
     }
-    argv = ["make", "--no-print-directory", "-o", "install", "up", f"MODEL={FAST_MODEL_NAME}", f"PORT={gateway_port}"]
+    argv = ["make", "--no-print-directory", "-o", "install", "up", f"MODEL_REPOSITORY={repository}",
+            f"PORT={gateway_port}"]  # fmt: skip
     output = tmp_path / "make.out"
     with open(output, "wb") as out:
         make = subprocess.Popen(argv, cwd=REPO_ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         ready = wait_until(lambda: READY_LINE in output.read_text(), 600, 1.0)
         assert ready and make.poll() is None, output.read_text()[-3000:]
+        assert f"(model: {REPOSITORY_MODEL})" in output.read_text()
+        body = {"model": REPOSITORY_MODEL, "prompt": "Once upon a time", "max_tokens": 4}
+        response = httpx.post(f"http://127.0.0.1:{gateway_port}/v1/completions", json=body, timeout=60)
+        assert response.status_code == 200, response.text
+        assert response.json()["usage"]["completion_tokens"] > 0
         assert stray_processes(run_dir), "the stack's processes should carry the run's marker"
 
         signalled = time.monotonic()

@@ -42,3 +42,8 @@ def test_the_gateway_spreads_over_every_replica(tmp_path: Path) -> None:
     assert env["GATEWAY_REQUIRED_MODELS"] == "smollm2-135m-instruct"
     single = LocalStack(StackConfig(run_dir=tmp_path))._upstream_env()
     assert single["GATEWAY_TRITON_GRPC_URL"] == "127.0.0.1:8001" and "GATEWAY_TRITON_GRPC_URLS" not in single
+
+
+def test_the_engine_uses_the_compile_cache_that_loads_on_the_cpu(tmp_path: Path) -> None:
+    """vLLM's AOT cache fails to load on the CPU, and the engine then compiles at every start."""
+    assert LocalStack(StackConfig(run_dir=tmp_path))._triton_env()["VLLM_USE_AOT_COMPILE"] == "0"

@@ -37,3 +37,24 @@ async def test_merge_raises_the_first_error_and_cancels_the_rest() -> None:
             pass
     await asyncio.sleep(0)
     assert cancelled.is_set()
+
+
+@pytest.mark.parametrize("count", [1, 2])
+async def test_closing_the_merge_closes_every_stream_at_once(count: int) -> None:
+    """A client that leaves closes the merge: each backend stream must close then (cancelling its Triton
+    request), not whenever the garbage collector finalizes it."""
+    closed: list[int] = []
+
+    async def endless(position: int):
+        try:
+            while True:
+                await asyncio.sleep(0)
+                yield position
+        finally:
+            closed.append(position)
+
+    streams = [endless(position) for position in range(count)]  # held here, as a reference cycle would
+    merged = merge(streams)
+    await anext(merged)
+    await merged.aclose()
+    assert sorted(closed) == list(range(count))
