@@ -104,6 +104,21 @@ async def drive(
     return RunResult(records, time.perf_counter() - start, gauge.peak)
 
 
+async def _timed(gauge: _Gauge, call: Callable[[RequestRecord], Awaitable[None]]) -> RequestRecord:
+    """One request's record; a failed request is recorded, never raised: it must not stop the run (nor, in a
+    conversation, the turns after it)."""
+    record = RequestRecord(start=time.perf_counter())
+    gauge.up()
+    try:
+        await call(record)
+    except Exception as exc:
+        record.ok = False
+        record.error = f"{type(exc).__name__}: {exc}"
+    finally:
+        gauge.down()
+    return record
+
+
 async def _workers(
     send: RequestFunc,
     concurrency: int,
@@ -118,16 +133,7 @@ async def _workers(
         for i in indices:  # shared: each index is sent once
             if done():
                 return
-            record = RequestRecord(start=time.perf_counter())
-            gauge.up()
-            try:
-                await send(i, record)
-            except Exception as exc:  # one failed request must not stop the run
-                record.ok = False
-                record.error = f"{type(exc).__name__}: {exc}"
-            finally:
-                gauge.down()
-            records.append(record)
+            records.append(await _timed(gauge, lambda record: send(i, record)))
 
     await asyncio.gather(*(worker() for _ in range(concurrency)))
 
@@ -156,16 +162,7 @@ async def drive_sessions(
             for turn in range(turns_of(session)):
                 if until is not None and until():
                     return
-                record = RequestRecord(start=time.perf_counter())
-                gauge.up()
-                try:
-                    await send(session, turn, record)
-                except Exception as exc:  # one failed turn must not stop the run; the conversation goes on
-                    record.ok = False
-                    record.error = f"{type(exc).__name__}: {exc}"
-                finally:
-                    gauge.down()
-                records.append(record)
+                records.append(await _timed(gauge, lambda record: send(session, turn, record)))
 
     await asyncio.gather(*(worker() for _ in range(concurrency)))
     return RunResult(records, time.perf_counter() - start, gauge.peak)

@@ -22,7 +22,8 @@ def _ephemeral_low(default: int = 32768) -> int:
         return default
 
 
-def _bindable(port: int) -> bool:
+def bindable(port: int) -> bool:
+    """Whether a listening socket can take `port` now."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         try:
             sock.bind(("0.0.0.0", port))
@@ -38,7 +39,7 @@ def free_port() -> int:
     highest = max(LOWEST_PORT + 1, _ephemeral_low() - ROOM_FOR_REPLICAS)
     for _ in range(200):
         port = random.randrange(LOWEST_PORT, highest)
-        if _bindable(port):
+        if bindable(port):
             return port
     raise RuntimeError(f"no free port between {LOWEST_PORT} and {highest}")
 

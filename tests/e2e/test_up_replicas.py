@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import threading
 from pathlib import Path
@@ -20,7 +19,7 @@ import psutil
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from localstack.net import free_port
+from localstack.net import bindable, free_port
 from localstack.paths import FAST_MODEL_NAME, REPO_ROOT
 from localstack.processes import stray_processes, wait_until
 from localstack.stack_config import REPLICA_PORT_STEP
@@ -30,20 +29,11 @@ RESTARTING = "restarting it in place"
 BACK = "is ready again after"
 
 
-def _bindable(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        try:
-            sock.bind(("0.0.0.0", port))
-        except OSError:
-            return False
-    return True
-
-
 def _ports_with_room() -> dict[str, int]:
     """Triton's three ports, each free for replica 1 too (the port plus 100)."""
     while True:
         ports = {name: free_port() for name in ("TRITON_HTTP_PORT", "TRITON_GRPC_PORT", "TRITON_METRICS_PORT")}
-        if all(_bindable(port + REPLICA_PORT_STEP) for port in ports.values()):
+        if all(bindable(port + REPLICA_PORT_STEP) for port in ports.values()):
             return ports
 
 
