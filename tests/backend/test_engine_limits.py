@@ -10,14 +10,16 @@ from __future__ import annotations
 import importlib
 import inspect
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from vllm.engine.arg_utils import AsyncEngineArgs, EngineArgs
 from vllm.platforms import current_platform
 from vllm_backend import compat
 
-MODEL = Path.home() / ".cache" / "triton-vllm-gateway" / "models" / "SmolLM2-135M-Instruct"
+from localstack.paths import CachePaths, default_cache_dir
+
+# The default model, which `make test` prepares (scripts/install.sh): only its config is read.
+MODEL = CachePaths(default_cache_dir()).default_model_dir
 GIB = 1 << 30
 
 
@@ -63,10 +65,6 @@ def _serve_config(cli: list[str]) -> object:
     return AsyncEngineArgs.from_cli_args(args).create_engine_config(usage_context=usage.default)
 
 
-needs_model = pytest.mark.skipif(not MODEL.is_dir(), reason="the default model is prepared by scripts/install.sh")
-
-
-@needs_model
 def test_on_an_h100_the_backend_resolves_vllm_serves_batch_limits(reports_an_h100: None) -> None:
     backend = compat.batch_limits(compat.engine_config({"model": str(MODEL), "max_model_len": 2048}))
     serve = compat.batch_limits(_serve_config(["--model", str(MODEL), "--max-model-len", "2048"]))
@@ -74,7 +72,6 @@ def test_on_an_h100_the_backend_resolves_vllm_serves_batch_limits(reports_an_h10
     assert backend[0] > 128, "the engine context's default of 128 sequences, not vllm serve's"
 
 
-@needs_model
 def test_model_json_values_still_win(reports_an_h100: None) -> None:
     config = compat.engine_config(
         {"model": str(MODEL), "max_model_len": 2048, "max_num_seqs": 96, "max_num_batched_tokens": 4096}
