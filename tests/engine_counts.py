@@ -131,42 +131,55 @@ class PausedEngine:
 
     def __init__(self, *stacks: LocalStack) -> None:
         self.stacks = stacks
-        self.arrived, self.started = self._counts()
-        self.engines = [engine for stack in stacks for engine in suspend_engines(stack)]
+        self.baselines = [self._counts(stack) for stack in stacks]
+        self.engines_of = [suspend_engines(stack) for stack in stacks]
 
-    def _counts(self) -> tuple[float, float]:
-        """The requests the stacks' backends have received (Triton counts one as it hands it over), and those that
+    @property
+    def engines(self) -> list[psutil.Process]:
+        return [engine for engines in self.engines_of for engine in engines]
+
+    @staticmethod
+    def _counts(stack: LocalStack) -> tuple[float, float]:
+        """The requests the stack's backend has received (Triton counts one as it hands it over), and those that
         have made their first token (vLLM's time-to-first-token observations)."""
-        arrived = started = 0.0
-        for stack in self.stacks:
-            families, model = _families(stack.triton_metrics_url), stack.config.model_name
-            arrived += _value(families, "nv_inference_count", model)
-            started += _value(families, "vllm:time_to_first_token_seconds_count", model)
-        return arrived, started
+        families, model = _families(stack.triton_metrics_url), stack.config.model_name
+        return (
+            _value(families, "nv_inference_count", model),
+            _value(families, "vllm:time_to_first_token_seconds_count", model),
+        )
 
-    def run_for(self, seconds: float) -> None:
-        resume(self.engines)
+    def _awaiting_first_token(self) -> list[psutil.Process]:
+        """The engines of the stacks that received a request since they stopped which has no first token yet."""
+        engines = []
+        for stack, (arrived_before, started_before), its_engines in zip(self.stacks, self.baselines, self.engines_of):
+            arrived, started = self._counts(stack)
+            if started - started_before < arrived - arrived_before:
+                engines += its_engines
+        return engines
+
+    def run_for(self, seconds: float, engines: list[psutil.Process] | None = None) -> None:
+        engines = self.engines if engines is None else engines
+        resume(engines)
         time.sleep(seconds)
-        for process in self.engines:
+        for process in engines:
             try:
                 process.suspend()
             except psutil.NoSuchProcess:
                 pass
 
     def run_until(self, done: Callable[[], bool], timeout_s: float = 30.0, step_s: float = 0.02) -> None:
-        """Runs the engines in short steps until `done()`, while a request that reached a backend since they stopped
-        has not made its first token. Once every one has, their first tokens are on their way to the client
-        (through the backend, Triton and the gateway): it waits for them, stepping only once per half second.
-        Stepping on regardless let the engine finish the first requests while a later one or its first event was
-        late, on a loaded machine."""
+        """Runs, in short steps, only the engines holding a request without its first token, until `done()`.
+        Once every request has its first token, those are on their way to the client (through the backend, Triton
+        and the gateway), which needs no engine: it waits for them. Only if nothing comes for 2 s does it step
+        every engine once. (Stepping every engine regardless let one finish its streams while another's first
+        token, or a first event, was late on a loaded machine.)"""
         deadline = time.monotonic() + timeout_s
         while not done():
             assert time.monotonic() < deadline, "nothing came out of the engine"
-            arrived, started = self._counts()
-            if started - self.started < arrived - self.arrived:
-                self.run_for(step_s)
-                time.sleep(0.05)
-            elif not wait_until(done, 0.5, 0.02):
+            if waiting := self._awaiting_first_token():
+                self.run_for(step_s, waiting)
+                time.sleep(0.1)  # the first token's count lags it (the backend applies its metrics every 0.05 s)
+            elif not wait_until(done, 2.0, 0.02):
                 self.run_for(step_s)
 
     def hold_until_aborted(self, before: int, count: int = 1, timeout_s: float = 10.0) -> None:
