@@ -234,12 +234,18 @@ def _engine(stack: LocalStack, name: str, model: str) -> float:
     return sample_value(httpx.get(stack.triton_metrics_url, timeout=5).text, name, model=model) or 0.0
 
 
-def _read_first_event(url: str, body: dict, first: threading.Event) -> None:
-    """Reads a stream's first line, sets `first`, and leaves (closing the connection)."""
+def _read_first_delta(url: str, body: dict, first: threading.Event) -> None:
+    """Reads a stream up to its first text delta, sets `first`, and leaves (closing the connection). Not its first
+    line: `response.created` goes out before the request reaches the engine, and a client that left then could
+    be gone before the backend ever had the request to abort."""
     headers = {"Authorization": f"Bearer {ALICE}"}
     with httpx.stream("POST", f"{url}/v1/responses", json=body, headers=headers, timeout=30) as response:
-        assert next(response.iter_lines()) == "event: response.created"
-        first.set()
+        lines = response.iter_lines()
+        assert next(lines) == "event: response.created"
+        for line in lines:
+            if line == "event: response.output_text.delta":
+                first.set()
+                return
 
 
 def test_a_client_disconnect_cancels_the_engine_request(fast_stack: LocalStack, gateway: str, model: str) -> None:
@@ -249,7 +255,7 @@ def test_a_client_disconnect_cancels_the_engine_request(fast_stack: LocalStack, 
     aborted = aborts(fast_stack)
     with engine_paused(fast_stack) as engine:  # the response cannot end by itself before the client leaves
         first = threading.Event()
-        reader = threading.Thread(target=_read_first_event, args=(gateway, body, first), daemon=True)
+        reader = threading.Thread(target=_read_first_delta, args=(gateway, body, first), daemon=True)
         reader.start()
         engine.run_until(first.is_set)
         reader.join(timeout=10)
