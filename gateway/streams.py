@@ -11,12 +11,14 @@ from gateway.core.upstream import GenerateChunk
 
 T = TypeVar("T")
 _END = object()
+SIBLINGS_GRACE_S = 2.0  # how long the streams beside a failed one may take to end by themselves
 
 
 async def merge(streams: list[AsyncIterator[T]]) -> AsyncIterator[tuple[int, T]]:
     """Items of every stream as they arrive, tagged with their stream's position.
 
-    The first error ends the merge; closing it cancels every stream still running.
+    The first error ends the merge, and the streams still running are cancelled unless they end within
+    SIBLINGS_GRACE_S; closing it otherwise (the client left) cancels them at once.
     """
     if len(streams) == 1:
         try:
@@ -37,20 +39,50 @@ async def merge(streams: list[AsyncIterator[T]]) -> AsyncIterator[tuple[int, T]]
         await queue.put((position, _END, None))
 
     tasks = [asyncio.ensure_future(pump(position, stream)) for position, stream in enumerate(streams)]
+    failed = False
     try:
         running = len(tasks)
         while running:
             position, item, error = await queue.get()
             if error is not None:
+                failed = True
                 raise error
             if item is _END:
                 running -= 1
                 continue
             yield position, item  # type: ignore[misc]
     finally:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        if failed:  # the caller has its error now; the siblings get a moment to end by themselves
+            _finish_later(tasks)
+        else:
+            await _cancel(tasks)
+
+
+async def _cancel(tasks: list[asyncio.Future]) -> None:
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+
+
+# The siblings of a failed stream, ending in the background (held here so that they are not collected).
+_ENDING: set[asyncio.Task] = set()
+
+
+def _finish_later(tasks: list[asyncio.Future]) -> None:
+    """Lets the streams beside one that failed run for up to SIBLINGS_GRACE_S, then cancels what is left.
+
+    Siblings mostly fail together (the same bad parameter for every prompt), their errors already on the way.
+    Cancelling their calls at that moment, while Triton writes those responses, deadlocks Triton 2.51's gRPC
+    frontend (the local stack's; docs/local-stack.md): its stream handler then waits on a lock that the
+    response's writer holds, and the server answers no stream again. Left to end, they need no cancel."""
+
+    async def finish() -> None:
+        await asyncio.wait(tasks, timeout=SIBLINGS_GRACE_S)
+        await _cancel(tasks)
+
+    ending = asyncio.ensure_future(finish())
+    _ENDING.add(ending)
+    ending.add_done_callback(_ENDING.discard)
 
 
 async def read_ahead(stream: AsyncIterator[T]) -> AsyncIterator[list[T]]:

@@ -35,6 +35,7 @@ _CHANNEL_OPTIONS = [
 # wire format is the same. gRPC then sends the request's metadata, message and half-close in one batch,
 # instead of a task feeding a request iterator through three sequential operations.
 _STREAM_INFER = "/inference.GRPCInferenceService/ModelStreamInfer"
+ERROR_END_S = 2.0  # how long a stream may take to end by itself after its error response
 
 
 @dataclass(slots=True)
@@ -46,6 +47,7 @@ class _Outcome:
     answered: bool = False  # Triton sent at least one response
     deadline: DeadlineKind | None = None
     in_stream_error: OpenAIError | None = None
+    ended: bool = False  # after an error in the stream, Triton closed it by itself: no cancel needed
 
 
 class UpstreamError(OpenAIError):
@@ -128,6 +130,21 @@ async def _read_uncancelled(call: grpc.aio.UnaryStreamCall) -> object:
             call.cancel()
             read.add_done_callback(_retrieve)
         raise
+
+
+async def _read_to_end(call: grpc.aio.UnaryStreamCall) -> bool:
+    """Whether the call ended by itself within ERROR_END_S, what follows its error read and dropped. Triton ends a
+    stream right after an error response; cancelling it meanwhile, while Triton writes the end, can deadlock
+    Triton 2.51's gRPC frontend (the local stack's; docs/local-stack.md)."""
+    async def drain() -> None:
+        while await _read_uncancelled(call) is not grpc.aio.EOF:
+            pass
+
+    try:
+        await asyncio.wait_for(drain(), ERROR_END_S)
+    except (asyncio.TimeoutError, grpc.aio.AioRpcError):
+        return False
+    return True
 
 
 class TritonClient:
@@ -214,6 +231,7 @@ class TritonClient:
                 if watch is not None:
                     watch.on_response()
                 if response.error_message:
+                    outcome.ended = await _read_to_end(call)
                     raise stream_error(response.error_message)
                 if not outcome.answered:  # Triton is reachable: a half-open breaker closes without waiting
                     outcome.answered = True
@@ -241,7 +259,7 @@ class TritonClient:
             self._open_calls.discard(call)
             if watch is not None:
                 watch.stop()
-            if outcome.code is None or outcome.in_stream_error is not None:
+            if outcome.code is None or (outcome.in_stream_error is not None and not outcome.ended):
                 call.cancel()  # a deadline, an error, or the reader went away: stop the request in Triton
             self._report(outcome, breaker)
 
@@ -277,6 +295,7 @@ class TritonClient:
         try:
             while (response := await _read_uncancelled(stream)) is not grpc.aio.EOF:
                 if response.error_message:
+                    outcome.ended = await _read_to_end(call)
                     raise stream_error(response.error_message)
                 answer = decode_tokenizer_answer(response.infer_response) or answer
             ended = True

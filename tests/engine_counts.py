@@ -148,16 +148,16 @@ class PausedEngine:
             _value(families, "vllm:time_to_first_token_seconds_count", model),
         )
 
-    def _awaiting_first_token(self) -> tuple[int, list[psutil.Process]]:
-        """How many requests received since the engines stopped have no first token yet, and the engines of the
-        stacks holding them."""
-        pending, engines = 0, []
+    def _awaiting_first_token(self) -> tuple[float, list[psutil.Process]]:
+        """How many first tokens the engines have made since they stopped, and the engines of the stacks holding
+        a request received meanwhile that has none yet."""
+        made, engines = 0.0, []
         for stack, (arrived_before, started_before), its_engines in zip(self.stacks, self.baselines, self.engines_of):
             arrived, started = self._counts(stack)
-            if (waiting := (arrived - arrived_before) - (started - started_before)) > 0:
-                pending += int(waiting)
+            made += started - started_before
+            if started - started_before < arrived - arrived_before:
                 engines += its_engines
-        return pending, engines
+        return made, engines
 
     def run_for(self, seconds: float, engines: list[psutil.Process] | None = None) -> None:
         engines = self.engines if engines is None else engines
@@ -171,23 +171,25 @@ class PausedEngine:
 
     def run_until(self, done: Callable[[], bool], timeout_s: float = 30.0, step_s: float = 0.02) -> None:
         """Runs, in short steps, only the engines holding a request without its first token, until `done()`.
-        A step that brought no first token out is followed by one twice as long (up to 16 times): on a loaded
+        A step after which no first token came out is followed by one twice as long (up to 8 times): on a loaded
         machine a resumed engine may get no CPU within 20 ms. Once every request has its first token, those are on
         their way to the client (through the backend, Triton and the gateway), which needs no engine: it waits
         for them. Only if nothing comes for 2 s does it step every engine once. (Stepping every engine regardless
         let one finish its streams while another's first token, or a first event, was late.)"""
         deadline = time.monotonic() + timeout_s
-        step, stepped_with = step_s, 0  # the pending count at the last step (0: the last round did not step)
+        step, made_before = step_s, -1.0  # first tokens made by the last step (-1: the last round did not step)
         while not done():
             assert time.monotonic() < deadline, "nothing came out of the engine"
-            pending, engines = self._awaiting_first_token()
-            if pending:
-                step = min(2 * step, 16 * step_s) if stepped_with and pending >= stepped_with else step_s
+            made, engines = self._awaiting_first_token()
+            if engines:
+                step = min(2 * step, 8 * step_s) if made == made_before else step_s
                 self.run_for(step, engines)
                 time.sleep(0.1)  # the first token's count lags it (the backend applies its metrics every 0.05 s)
-            elif not wait_until(done, 2.0, 0.02):
-                self.run_for(step_s)
-            stepped_with = pending
+                made_before = made
+            else:
+                made_before = -1.0
+                if not wait_until(done, 2.0, 0.02):
+                    self.run_for(step_s)
 
     def hold_until_aborted(self, before: int, count: int = 1, timeout_s: float = 10.0) -> None:
         """Waits, the engines still stopped, until their backends have aborted `count` cancelled requests since

@@ -1,9 +1,11 @@
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 
+from gateway import streams
 from gateway.streams import merge
 
 
@@ -21,22 +23,35 @@ async def test_merge_interleaves_and_tags_items() -> None:
     assert items[0] == (1, 10)
 
 
-async def test_merge_raises_the_first_error_and_cancels_the_rest() -> None:
+async def test_merge_raises_the_first_error_at_once_and_cancels_the_rest_after_a_grace(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(streams, "SIBLINGS_GRACE_S", 0.2)
     cancelled = asyncio.Event()
+    ended: list[str] = []
 
     async def endless():
         try:
             while True:
                 await asyncio.sleep(0.01)
                 yield 0
-        finally:
+        except asyncio.CancelledError:
             cancelled.set()
+            raise
 
+    async def short():
+        await asyncio.sleep(0.05)
+        yield 1
+        ended.append("short")
+
+    started = time.monotonic()
     with pytest.raises(ValueError, match="broken"):
-        async for _ in merge([_numbers([1], 0.001, fail=True), endless()]):
+        async for _ in merge([_numbers([1], 0.001, fail=True), endless(), short()]):
             pass
-    await asyncio.sleep(0)
-    assert cancelled.is_set()
+    assert time.monotonic() - started < 0.15  # the caller is not kept waiting for the siblings
+    assert not cancelled.is_set()
+    await asyncio.wait_for(cancelled.wait(), 2)  # the endless one, once the grace is over
+    assert ended == ["short"]  # the one that ended within the grace ran to its end, uncancelled
 
 
 @pytest.mark.parametrize("count", [1, 2])
