@@ -295,7 +295,7 @@ class TritonClient:
         try:
             while (response := await _read_uncancelled(stream)) is not grpc.aio.EOF:
                 if response.error_message:
-                    outcome.ended = await _read_to_end(call)
+                    ended = await _read_to_end(stream)
                     raise stream_error(response.error_message)
                 answer = decode_tokenizer_answer(response.infer_response) or answer
             ended = True
@@ -303,7 +303,7 @@ class TritonClient:
             ended = True
             raise _rpc_error(exc) from None
         finally:
-            if not ended:  # an error in the stream, or the caller went away: stop the request in Triton
+            if not ended:  # the caller went away, or the stream did not end after its error: stop it in Triton
                 stream.cancel()
         if answer is None:
             message = f"`{call.model}` answered a tokenize request without tokens."

@@ -7,7 +7,6 @@ request's last byte: an earlier request (a warm-up, a probe) may be counted afte
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
