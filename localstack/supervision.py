@@ -19,6 +19,10 @@ from localstack.stack import LocalStack, StackError
 
 RESTART_LIMIT = 3
 RESTART_WINDOW_S = 600.0
+# A restart finds the compile cache its first start filled, and is ready within a minute here (the fast model in
+# about 30 s). One that is not ready after this long has hung, as Triton 2.51 does when its Python stub misses a
+# health check during the load (it then waits for it forever), and is started again.
+RESTART_READY_S = 180.0
 
 Action = Literal["ok", "wait", "restart", "back", "give_up"]
 
@@ -85,7 +89,7 @@ class ReplicaSupervisor:
             running = triton is not None and triton.running()
             ready = watch.starting_since is not None and running and replica.triton_ready()
             now = self.clock()
-            action = decide(watch, running, ready, now, replica.config.start_timeout_s)
+            action = decide(watch, running, ready, now, min(replica.config.start_timeout_s, RESTART_READY_S))
             name = self.name(index, replica)
             if action == "back":
                 lower_session_priority(triton.pid, engine_session_nice())  # as a first start does, once loaded
