@@ -252,6 +252,7 @@ def test_a_client_disconnect_cancels_the_engine_request(fast_stack: LocalStack, 
     body = {"model": model, "input": "Tell a very long story.", "max_output_tokens": 1900, "stream": True}
     before = _engine(fast_stack, "vllm:generation_tokens_total", model)
     before_disconnects = _disconnects(gateway, model)
+    before_cancellations = _cancellations(gateway, model)
     aborted = aborts(fast_stack)
     with engine_paused(fast_stack) as engine:  # the response cannot end by itself before the client leaves
         first = threading.Event()
@@ -261,10 +262,18 @@ def test_a_client_disconnect_cancels_the_engine_request(fast_stack: LocalStack, 
         reader.join(timeout=10)
         left = wait_until(lambda: _disconnects(gateway, model) > before_disconnects, 5, 0.05)
         assert left, "the gateway did not count the client's leaving"
+        cancelled = wait_until(lambda: _cancellations(gateway, model) > before_cancellations, 5, 0.05)
+        assert cancelled, "the gateway did not cancel its Triton stream"
         engine.hold_until_aborted(aborted)  # the cancel reached the backend, which queued the abort
     assert_generation_stopped(fast_stack.triton_metrics_url, model)
     generated = _engine(fast_stack, "vllm:generation_tokens_total", model) - before
     assert generated < 1900, f"the response ran to its end: {generated} tokens"
+
+
+def _cancellations(gateway: str, model: str) -> float:
+    """The gateway's cancels of Triton streams whose reader went away (gateway/triton_client.py)."""
+    metrics = httpx.get(f"{gateway}/metrics", headers={"Authorization": f"Bearer {ALICE}"}, timeout=5).text
+    return sample_value(metrics, "gateway_triton_cancellations_total", model=model, reason="closed") or 0.0
 
 
 def _disconnects(gateway: str, model: str) -> float:
