@@ -12,6 +12,11 @@ from gateway.drain.signals import SERVER_GRACE_S
 from gateway.observability.multiprocess import shared_metrics_dir
 from gateway.settings import get_settings
 
+# With GATEWAY_WORKERS > 1, uvicorn's supervisor pings each worker and kills one that does not answer within this
+# long, then starts another. Its default, 5 s, killed a worker that was busy with streams on two loaded cores (and
+# the streams with it): only a worker silent this long is taken for hung.
+WORKER_HEALTHCHECK_S = 30
+
 
 def _exit_cleanly(signum: int, frame: object) -> None:
     """A SIGTERM is how the gateway is asked to stop: exit 0. uvicorn raises the signal again for this handler
@@ -36,6 +41,7 @@ def main() -> None:
             # The drain (gateway/drain/) has ended the generations when uvicorn starts its own shutdown;
             # whatever else is still open gets this long.
             timeout_graceful_shutdown=SERVER_GRACE_S,
+            timeout_worker_healthcheck=WORKER_HEALTHCHECK_S,
             log_level=settings.log_level,
             access_log=False,
         )
