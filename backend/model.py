@@ -132,7 +132,7 @@ class TritonPythonModel:
         self.loop = asyncio.new_event_loop()
         self.loop_thread = threading.Thread(target=self.loop.run_forever, name="vllm-backend-loop", daemon=True)
         self.loop_thread.start()
-        self.outbox = Outbox(on_error=self.logger.log_error)
+        self.outbox = Outbox(on_error=self.logger.log_error, threads=self.params.response_sender_threads)
         self.cancels = CancelWatch(
             self.params.cancel_check_interval_s, on_error=self.logger.log_error, on_info=self.logger.log_info
         )

@@ -26,6 +26,12 @@ def _flag(config: dict[str, Any], key: str, default: bool = False) -> bool:
 STREAM_RESPONSES_PER_S = 0.0
 # Pacing starts above this many running requests; below, every token goes out as it comes.
 STREAM_PACE_ABOVE = 32
+# Threads that hand responses to Triton (vllm_backend.outbox), each request on one of them. One carries about
+# 5,000 responses a second on an H100 host, so 256 streams of an 8B model get a chunk every 55 ms where the engine
+# makes a token every 13 (bench/README.md, part 5). Four, with Triton's `thread-pool-size` at 8, brought that to
+# 40 ms but cost the 1B shape a third of its tok/s at 512 streams (one run each): more threads fight the engine's
+# output handling for the stub's GIL. So one, until a profile says where the stub's time goes.
+RESPONSE_SENDER_THREADS = 1
 
 
 def _number(config: dict[str, Any], key: str, default: float, allow_zero: bool) -> float:
@@ -67,6 +73,8 @@ class BackendParams:
     # (vllm_backend.relay.Pacer); 0 (the default) turns it off.
     stream_responses_per_s: float = STREAM_RESPONSES_PER_S
     stream_pace_above: int = STREAM_PACE_ABOVE
+    # Ours: threads that hand responses to Triton; a request's responses all go through one of them.
+    response_sender_threads: int = RESPONSE_SENDER_THREADS
 
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> "BackendParams":
@@ -80,4 +88,5 @@ class BackendParams:
             cancel_check_interval_s=_positive_float(config, "CANCEL_CHECK_INTERVAL_S", 0.5),
             stream_responses_per_s=_non_negative(config, "STREAM_RESPONSES_PER_S", STREAM_RESPONSES_PER_S),
             stream_pace_above=int(_non_negative(config, "STREAM_PACE_ABOVE", STREAM_PACE_ABOVE)),
+            response_sender_threads=int(_positive_float(config, "RESPONSE_SENDER_THREADS", RESPONSE_SENDER_THREADS)),
         )

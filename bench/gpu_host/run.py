@@ -53,11 +53,22 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--tokenizer", type=Path, help="a model folder with tokenizer.json (default: the default model)")
     parser.add_argument("--triton-home", type=Path, default=Path("/tmp/triton"), help="Triton's server files")
     parser.add_argument("--gateway-workers", type=int, default=1)
+    parser.add_argument(
+        "--python-threads", type=int, default=servers.COMPOSE_PYTHON_THREADS,
+        help=f"A: Triton's Python backend response threads (default compose's, {servers.COMPOSE_PYTHON_THREADS})",
+    )  # fmt: skip
+    parser.add_argument(
+        "--backend-param", action="append", default=[], metavar="KEY=VALUE",
+        help="A: a config.pbtxt parameter added to compose's (repeatable), e.g. RESPONSE_SENDER_THREADS=8",
+    )  # fmt: skip
     parser.add_argument("--out-dir", type=Path, help="default: .run/bench/part5-<timestamp>")
     args = parser.parse_args(argv)
     unknown = set(args.shapes) - set(SHAPES) | set(args.systems) - set(SYSTEMS)
     if unknown:
         parser.error(f"unknown shape or system: {', '.join(sorted(unknown))}")
+    if any("=" not in item for item in args.backend_param):
+        parser.error("--backend-param takes KEY=VALUE")
+    args.backend_param = dict(item.split("=", 1) for item in args.backend_param)
     return args
 
 
@@ -83,7 +94,7 @@ def engine_ceiling(args: argparse.Namespace, shape: str, model_dir: Path, out: P
     result = out / f"E-{shape}.json"
     argv = [
         "bench", "throughput", "--model", str(model_dir), "--load-format", "dummy", "--dataset-name", "random",
-        "--input-len", str(args.input_len), "--output-len", str(args.output_len),
+        "--random-input-len", str(args.input_len), "--random-output-len", str(args.output_len),
         "--num-prompts", str(_prompts(args, ENGINE_MAX_NUM_SEQS)), "--max-num-seqs", str(ENGINE_MAX_NUM_SEQS),
         "--max-model-len", str(servers.MAX_MODEL_LEN),
         "--gpu-memory-utilization", str(servers.GPU_MEMORY_UTILIZATION), "--output-json", str(result),
@@ -126,7 +137,9 @@ def _server(
     args: argparse.Namespace, system: str, model_dir: Path, name: str, logs: Path
 ) -> AbstractContextManager[servers.Served]:
     if system == "A":
-        return servers.stack(model_dir, name, logs, args.triton_home, args.gateway_workers)
+        return servers.stack(
+            model_dir, name, logs, args.triton_home, args.gateway_workers, args.python_threads, args.backend_param
+        )
     return servers.vllm_serve(model_dir, name, logs, CPRIME_ARGS if system == "C'" else ())
 
 

@@ -26,6 +26,8 @@ from localstack.processes import Service, wait_until
 MAX_MODEL_LEN = 4096
 GPU_MEMORY_UTILIZATION = 0.85
 START_TIMEOUT_S = 600.0
+# Triton's Python backend response threads as docker-compose.yml starts it (`thread-pool-size`).
+COMPOSE_PYTHON_THREADS = 2
 
 
 @dataclass(frozen=True)
@@ -86,12 +88,15 @@ def _pytriton_libs() -> Path | None:
     return purelib if purelib.is_dir() else None
 
 
-def _model_repository(model_dir: Path, name: str, root: Path) -> Path:
-    """Compose's config.pbtxt (the checked-in one) with the same engine arguments C gets."""
+def _model_repository(model_dir: Path, name: str, root: Path, backend_params: dict[str, str]) -> Path:
+    """Compose's config.pbtxt (the checked-in one) with the same engine arguments C gets, and `backend_params`
+    added to its parameters (for trials of the backend's settings)."""
     repository = root / "models"
     shutil.rmtree(repository, ignore_errors=True)
     (repository / name / "1").mkdir(parents=True)
-    shutil.copy2(REPO_ROOT / "model_repository" / DEFAULT_MODEL_NAME / "config.pbtxt", repository / name)
+    config = (REPO_ROOT / "model_repository" / DEFAULT_MODEL_NAME / "config.pbtxt").read_text()
+    extra = "".join(f'parameters {{ key: "{k}" value: {{ string_value: "{v}" }} }}\n' for k, v in backend_params.items())
+    (repository / name / "config.pbtxt").write_text(config + extra)
     engine_args = {
         "model": str(model_dir),
         "load_format": "dummy",
@@ -113,16 +118,19 @@ def _backends(triton_home: Path, root: Path) -> Path:
 
 
 @contextmanager
-def stack(model_dir: Path, name: str, log_dir: Path, triton_home: Path, gateway_workers: int = 1) -> Iterator[Served]:
+def stack(
+    model_dir: Path, name: str, log_dir: Path, triton_home: Path, gateway_workers: int = 1,
+    python_threads: int = COMPOSE_PYTHON_THREADS, backend_params: dict[str, str] | None = None,
+) -> Iterator[Served]:  # fmt: skip
     """A: Triton with compose's flags, then the gateway with compose's settings, both on this host."""
     root = log_dir / "stack"
     ports = {key: free_port() for key in ("http", "grpc", "metrics", "gateway")}
     triton_argv = [
         str(triton_home / "bin" / "tritonserver"),
-        f"--model-repository={_model_repository(model_dir, name, root)}",
+        f"--model-repository={_model_repository(model_dir, name, root, backend_params or {})}",
         f"--backend-directory={_backends(triton_home, root)}",
         f"--http-port={ports['http']}", f"--grpc-port={ports['grpc']}", f"--metrics-port={ports['metrics']}",
-        "--backend-config=python,thread-pool-size=2", "--grpc-infer-allocation-pool-size=512",
+        f"--backend-config=python,thread-pool-size={python_threads}", "--grpc-infer-allocation-pool-size=512",
         "--model-control-mode=explicit", f"--load-model={name}", "--log-verbose=0",
     ]  # fmt: skip
     triton = Service("tritonserver", triton_argv, _triton_env(), log_dir / "triton.log")

@@ -148,3 +148,10 @@ def test_stream_pacing_parameters() -> None:
     assert BackendParams.from_config(_config(STREAM_RESPONSES_PER_S="0")).stream_responses_per_s == 0  # off
     with pytest.raises(ValueError, match="STREAM_RESPONSES_PER_S"):
         BackendParams.from_config(_config(STREAM_RESPONSES_PER_S="-1"))
+
+
+def test_response_sender_threads_parameter() -> None:
+    assert BackendParams.from_config(_config()).response_sender_threads == 1
+    assert BackendParams.from_config(_config(RESPONSE_SENDER_THREADS="4")).response_sender_threads == 4
+    with pytest.raises(ValueError, match="RESPONSE_SENDER_THREADS"):
+        BackendParams.from_config(_config(RESPONSE_SENDER_THREADS="0"))

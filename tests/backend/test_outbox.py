@@ -4,6 +4,8 @@ import threading
 import time
 from typing import Any
 
+import pytest
+
 from vllm_backend.outbox import Outbox
 
 
@@ -63,3 +65,24 @@ def test_on_sent_runs_after_the_send_even_a_failed_one() -> None:
     outbox.close()
     assert sent == [("first", 1), ("boom", 1)]  # each after its own send was made
     assert log == [("a", "first", 0), ("a", None, 1)]
+
+
+def test_several_threads_keep_each_requests_order_and_share_the_requests() -> None:
+    log: list[tuple[str, Any, int]] = []
+    senders = [RecordingSender(log, f"r{i}", delay_s=0.001) for i in range(16)]
+    outbox = Outbox(on_error=lambda message: None, threads=4)
+    for step in range(10):
+        for sender in senders:
+            outbox.send(sender, step)
+    for sender in senders:
+        outbox.send(sender, None, 1)
+    outbox.close()
+    for sender in senders:
+        assert [entry[1:] for entry in log if entry[0] == sender.name] == [*((i, 0) for i in range(10)), (None, 1)]
+        assert len(sender.threads) == 1  # one request, one thread: nothing overtakes
+    assert len(set().union(*(sender.threads for sender in senders))) > 1
+
+
+def test_an_outbox_needs_a_thread() -> None:
+    with pytest.raises(ValueError, match="at least one"):
+        Outbox(on_error=lambda message: None, threads=0)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import queue
+import re
 from typing import Any
 
 import httpx
@@ -179,6 +180,15 @@ def test_string_false_is_false(stack: LocalStack, model_name: str) -> None:
     assert sum(sum(v) for v in _outputs(results, "num_output_tokens")) <= 3
 
 
+def _object_with_integer_a(text: str) -> bool:
+    """The schema's object, or, when the tokens ran out first, the start the grammar forces. A random model may
+    spend them all on one integer's digits (or, were whitespace allowed, on blanks: on an H100, 19 of 20 tokens)."""
+    try:
+        return isinstance(json.loads(text)["a"], int)
+    except json.JSONDecodeError:
+        return re.fullmatch(r'\{"a":-?[0-9]*', text) is not None
+
+
 @pytest.mark.parametrize(
     "key, spec, check",
     [
@@ -186,7 +196,7 @@ def test_string_false_is_false(stack: LocalStack, model_name: str) -> None:
         ("guided_decoding", {"choice": ["yes", "no"]}, lambda t: t in ("yes", "no")),
         ("structured_outputs", {"regex": "[0-9]{3}"}, lambda t: len(t) == 3 and t.isdigit()),
         ("structured_outputs", {"json": {"type": "object", "properties": {"a": {"type": "integer"}},
-                                         "required": ["a"]}}, lambda t: isinstance(json.loads(t)["a"], int)),  # fmt: skip
+                                         "required": ["a"]}, "disable_any_whitespace": True}, _object_with_integer_a),  # fmt: skip
         ("structured_outputs", {"grammar": 'root ::= "cat" | "dog"'}, lambda t: t in ("cat", "dog")),
     ],
 )
