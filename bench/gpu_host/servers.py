@@ -95,7 +95,9 @@ def _model_repository(model_dir: Path, name: str, root: Path, backend_params: di
     shutil.rmtree(repository, ignore_errors=True)
     (repository / name / "1").mkdir(parents=True)
     config = (REPO_ROOT / "model_repository" / DEFAULT_MODEL_NAME / "config.pbtxt").read_text()
-    extra = "".join(f'parameters {{ key: "{k}" value: {{ string_value: "{v}" }} }}\n' for k, v in backend_params.items())
+    extra = "".join(
+        f'parameters {{ key: "{key}" value: {{ string_value: "{value}" }} }}\n' for key, value in backend_params.items()
+    )
     (repository / name / "config.pbtxt").write_text(config + extra)
     engine_args = {
         "model": str(model_dir),

@@ -195,8 +195,8 @@ def _object_with_integer_a(text: str) -> bool:
         ("structured_outputs", {"choice": ["Positive", "Negative"]}, lambda t: t in ("Positive", "Negative")),
         ("guided_decoding", {"choice": ["yes", "no"]}, lambda t: t in ("yes", "no")),
         ("structured_outputs", {"regex": "[0-9]{3}"}, lambda t: len(t) == 3 and t.isdigit()),
-        ("structured_outputs", {"json": {"type": "object", "properties": {"a": {"type": "integer"}},
-                                         "required": ["a"]}, "disable_any_whitespace": True}, _object_with_integer_a),  # fmt: skip
+        ("structured_outputs", {"json": {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]},
+                                "disable_any_whitespace": True}, _object_with_integer_a),  # fmt: skip
         ("structured_outputs", {"grammar": 'root ::= "cat" | "dog"'}, lambda t: t in ("cat", "dog")),
     ],
 )
