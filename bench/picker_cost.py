@@ -1,7 +1,7 @@
 """The picker's cost per request (issue 37's target: at most 50 µs at 2,000-token prompts under `prefix`).
 
-What a request pays for routing, in the gateway's own code: `Fleet.prefix_signal` (the prompt laid out, hashed
-into blocks or into `prefix_hash`'s key) and `Fleet.choose` (the eligible replicas, their views with each one's
+What a request pays for routing, in the gateway's own code: `Fleet.prefix_blocks` (the prompt laid out and hashed
+into blocks) and `Fleet.choose` (the eligible replicas, their views with each one's
 matched blocks from the index, the pick, and the index's update). The fleet is real; its replicas are stand-ins
 that answer its model-index calls (no Triton: only the decision is timed), with made-up loads. Before timing, the
 index is warmed with `--conversations` multi-turn conversations over `--system-prompts` system prompts, so that
@@ -33,7 +33,7 @@ from gateway.routing.metrics import RoutingMetrics
 from gateway.routing.upstreams import ModelLoad, ReplicaLoad, UpstreamEntries
 
 MODEL = "m"
-POLICIES = ("round_robin", "least_load", "prefix_hash", "prefix")
+POLICIES = ("round_robin", "least_load", "prefix")
 # English runs about 4 characters a token with SmolLM2's tokenizer: 8,000 characters is about 2,000 tokens.
 DEFAULT_CHARS = 8000
 
@@ -92,8 +92,7 @@ async def _fleet(policy: str, replicas: int, rng: random.Random) -> Fleet:
 
 
 def _route(fleet: Fleet, request: GenerateRequest) -> None:
-    key, blocks = fleet.prefix_signal(request)
-    fleet.choose(request.model, key, blocks, set())
+    fleet.choose(request.model, fleet.prefix_blocks(request), set())
 
 
 async def measure(policy: str, replicas: int, chars: int, conversations: int, systems: int, picks: int) -> dict:

@@ -1,7 +1,7 @@
 """Part 4, routing over replicas: two Triton replicas of a model (the fast one unless told) with prefix
 caching on, and one gateway at a time in front of them, started afresh for each run while the replicas keep
 running: the load through one replica alone (`single`, the hit-rate baseline), then each policy (`round_robin`,
-`least_load`, `prefix_hash`, `prefix`), then `prefix` again while one replica restarts (`prefix_restart`,
+`least_load`, `prefix`), then `prefix` again while one replica restarts (`prefix_restart`,
 bench/replica_restart.py). The load is one of two scenarios (bench/prefix_load.py): `single` requests, or
 `multiturn` conversations whose every turn sends the whole history so far.
 

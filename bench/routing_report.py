@@ -14,8 +14,7 @@ from typing import Any
 from bench.report import _fmt, _table, _target
 
 PREFIX = "prefix"
-PREFIX_HASH = "prefix_hash"  # issue 24's rendezvous hash, measured against `prefix`
-POLICIES = ("round_robin", "least_load", PREFIX_HASH, PREFIX)
+POLICIES = ("round_robin", "least_load", PREFIX)
 SINGLE = "single"  # the same load on one replica alone: the hit-rate baseline
 RESTART = "prefix_restart"  # `prefix` while one replica's Triton restarts (a rolling update's SIGTERM)
 RUNS = (SINGLE, *POLICIES, RESTART)
@@ -123,21 +122,16 @@ def _get(row: dict[str, Any] | None, key: str) -> Any:
 
 
 def ratios(found: Sequence[dict[str, Any]]) -> dict[str, float | None]:
-    """What the targets read, for `prefix` (and `prefix_hash`, to compare): TTFT p90 over round-robin's and
-    least-load's, output rate over round-robin's, hit rate over the single replica's."""
+    """What the targets read, for `prefix`: TTFT p90 over round-robin's and least-load's, output rate over
+    round-robin's, hit rate over the single replica's."""
     round_robin, least_load, single = _row(found, "round_robin"), _row(found, "least_load"), _row(found, SINGLE)
-    found_ratios: dict[str, float | None] = {}
-    for name in (PREFIX, PREFIX_HASH):
-        row = _row(found, name)
-        if row is None and name == PREFIX_HASH:
-            continue
-        found_ratios.update({
-            f"{name}/round_robin TTFT p90": _ratio(_get(row, "ttft_p90_ms"), _get(round_robin, "ttft_p90_ms")),
-            f"{name}/least_load TTFT p90": _ratio(_get(row, "ttft_p90_ms"), _get(least_load, "ttft_p90_ms")),
-            f"{name}/round_robin tok/s": _ratio(_get(row, "output_tok_s"), _get(round_robin, "output_tok_s")),
-            f"{name}/single hit rate": _ratio(_get(row, "hit_rate"), _get(single, "hit_rate")),
-        })  # fmt: skip
-    return found_ratios
+    row = _row(found, PREFIX)
+    return {
+        "prefix/round_robin TTFT p90": _ratio(_get(row, "ttft_p90_ms"), _get(round_robin, "ttft_p90_ms")),
+        "prefix/least_load TTFT p90": _ratio(_get(row, "ttft_p90_ms"), _get(least_load, "ttft_p90_ms")),
+        "prefix/round_robin tok/s": _ratio(_get(row, "output_tok_s"), _get(round_robin, "output_tok_s")),
+        "prefix/single hit rate": _ratio(_get(row, "hit_rate"), _get(single, "hit_rate")),
+    }
 
 
 def targets(found: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -8,7 +8,7 @@ chart.png under the output folder, and stops everything it started.
     python -m bench --part3                 # GPU token rates on a tiny random-weight Llama (E, A, B, C, C')
     python -m bench --part3 --concurrency 64 --num-prompts 64 --systems A,C   # a short smoke run
     python -m bench --part1 --systems A --concurrency 1 --num-prompts 2 --nonstream-concurrency 0
-    python -m bench --part4                 # routing over two replicas: round_robin, least_load, prefix_hash, prefix
+    python -m bench --part4                 # routing over two replicas: round_robin, least_load, prefix
     python -m bench --part4 --scenario multiturn --model smollm2-135m-instruct --clients 8   # conversations
     python -m bench --part4 --clients 8 --requests-per-run 24 --system-prompts 2 --system-tokens 512  # a smoke run
 """

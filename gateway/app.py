@@ -54,7 +54,6 @@ def _fleet(settings: Settings, upstream_metrics: UpstreamMetrics, routing_metric
     config = FleetConfig(
         policy=settings.routing,
         retries=settings.upstream_retries,
-        prefix_chars=settings.prefix_chars,
         block_chars=settings.prefix_block_chars,
         weights=PrefixWeights(settings.prefix_weight, settings.prefix_load_weight, settings.prefix_load_slack),
         index_entries=settings.prefix_index_entries,

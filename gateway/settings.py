@@ -24,12 +24,10 @@ class Settings(BaseSettings):
         description="several Triton replicas, comma-separated: host:port entries and/or dns:///name:port (re-resolved "
         "every GATEWAY_DNS_REFRESH_S, one replica per address: a headless Service); replaces GATEWAY_TRITON_GRPC_URL",
     )
-    routing: Literal["least_load", "prefix", "prefix_hash", "round_robin"] = Field(
+    routing: Literal["least_load", "prefix", "round_robin"] = Field(
         "least_load",
         description="how a replica is picked: least_load (the better of two random replicas by load), prefix "
-        "(the replica that served the longest part of the prompt recently, weighed against load), prefix_hash "
-        "(the prompt's first GATEWAY_PREFIX_CHARS characters pick a home by rendezvous hashing, bounded by load; "
-        "kept for comparison), round_robin",
+        "(the replica that served the longest part of the prompt recently, weighed against load), round_robin",
     )
     required_models: str | None = Field(
         None,
@@ -38,9 +36,6 @@ class Settings(BaseSettings):
     )
     upstream_retries: int = Field(
         2, ge=0, description="retries on another replica when one fails with UNAVAILABLE before the first byte"
-    )
-    prefix_chars: int = Field(
-        512, ge=1, description="the prompt's leading characters that choose its home replica under prefix_hash"
     )
     # `prefix` routing (gateway/routing/prefix_index.py, picker.py).
     prefix_block_chars: int = Field(

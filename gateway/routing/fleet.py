@@ -23,7 +23,7 @@ from gateway.errors import OpenAIError
 from gateway.model_map import ContextLengths, ModelEntry, ModelMap
 from gateway.observability.federation import parse_families
 from gateway.routing.metrics import RoutingMetrics
-from gateway.routing.picker import Policy, PrefixWeights, ReplicaView, pick, prefix_key
+from gateway.routing.picker import Policy, PrefixWeights, ReplicaView, pick
 from gateway.routing.prefix_index import PrefixIndex, block_hashes
 from gateway.routing.readiness import ReplicaState
 from gateway.routing.upstreams import ReplicaLoad, UpstreamEntries, grpc_target, load_from_families, metrics_url_for
@@ -111,7 +111,6 @@ class Replica:
 class FleetConfig:
     policy: Policy = "least_load"
     retries: int = 2
-    prefix_chars: int = 512  # prefix_hash
     block_chars: int = 256  # prefix
     weights: PrefixWeights = field(default_factory=PrefixWeights)
     index_entries: int = 100_000
@@ -298,9 +297,9 @@ class Fleet:
         self._cut_error = error
         return sum(replica.client.cut_streams(error) for replica in self.replicas.values())
 
-    def choose(self, model: str, key: bytes | None, blocks: list[int], tried: set[str]) -> tuple[Replica, str]:
+    def choose(self, model: str, blocks: list[int], tried: set[str]) -> tuple[Replica, str]:
         """The replica for a request (not one in `tried`) and why; `prefix` records the prompt's blocks there.
-        This and `prefix_signal` are the picker's whole cost per request (bench/picker_cost.py)."""
+        This and `prefix_blocks` are the picker's whole cost per request (bench/picker_cost.py)."""
         fresh = [r for r in self.replicas.values() if r.url not in tried]
         candidates = [r for r in fresh if r.open_to(model)]
         if not candidates:
@@ -316,29 +315,26 @@ class Fleet:
         else:
             views = [r.view(model) for r in candidates]
         policy, weights = self.config.policy, self.config.weights
-        choice = pick(views, policy, key=key, blocks=len(blocks), weights=weights, turn=turn)
+        choice = pick(views, policy, blocks=len(blocks), weights=weights, turn=turn)
         if blocks:
             self.index.record(blocks, choice.replica)
         return by_url[choice.replica], choice.reason
 
-    def prefix_signal(self, request: GenerateRequest) -> tuple[bytes | None, list[int]]:
-        """What the policy reads of the prompt: `prefix_hash`'s key, `prefix`'s block hashes (empty otherwise)."""
-        policy = self.config.policy
-        if policy == "prefix":
-            return None, block_hashes(prompt_of(request), self.config.block_chars)
-        if policy == "prefix_hash":
-            return prefix_key(prompt_of(request), self.config.prefix_chars), []
-        return None, []
+    def prefix_blocks(self, request: GenerateRequest) -> list[int]:
+        """What the policy reads of the prompt: `prefix`'s block hashes (none for the other policies)."""
+        if self.config.policy == "prefix":
+            return block_hashes(prompt_of(request), self.config.block_chars)
+        return []
 
     def generate(self, request: GenerateRequest) -> AsyncIterator[GenerateChunk]:
         return self._routed(request)
 
     async def _routed(self, request: GenerateRequest) -> AsyncIterator[GenerateChunk]:
         started = time.monotonic()
-        key, blocks = self.prefix_signal(request)
+        blocks = self.prefix_blocks(request)
         tried: set[str] = set()
         while True:
-            replica, reason = self.choose(request.model, key, blocks, tried)
+            replica, reason = self.choose(request.model, blocks, tried)
             if tried:
                 reason = "retry"
             m = self.metrics
@@ -375,7 +371,7 @@ class Fleet:
         started = time.monotonic()
         tried: set[str] = set()
         while True:
-            replica, _ = self.choose(call.model, None, [], tried)
+            replica, _ = self.choose(call.model, [], tried)
             try:
                 return await replica.client.tokenize_only(call, self.config.request_timeout_s)
             except UpstreamError as exc:

@@ -10,26 +10,17 @@ the prefix index (`gateway/routing/prefix_index.py`); this module only decides. 
   lowest (`least_load`'s pick), and then stays there while that replica is not overloaded; a hot prefix whose
   home is overloaded spills, and so comes to live on several replicas. A prompt shorter than a block has no
   prefix signal and is balanced by load;
-- `prefix_hash`: issue 24's policy, kept to be measured against `prefix` (bench part 4): the prompt's leading
-  characters pick a home replica by rendezvous hashing, the same on every gateway, and a home well above the
-  average load spills to the next replica in its rendezvous order (bounded loads);
 - `round_robin`: in turn.
 """
 
 from __future__ import annotations
 
-import hashlib
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, NamedTuple
 
-Policy = Literal["least_load", "prefix", "prefix_hash", "round_robin"]
-
-# `prefix_hash`: a home replica takes a new request while its load stays within this factor of the mean plus a few
-# requests (the slack: at low load a scrape's stale gauges or one request more must not break the affinity).
-BOUNDED_LOAD_FACTOR = 1.25
-BOUNDED_LOAD_SLACK = 2.0
+Policy = Literal["least_load", "prefix", "round_robin"]
 
 
 # One generator for every pick: seeding a new one costs more than the rest of a pick (about 10 µs, os.urandom).
@@ -72,23 +63,6 @@ class PrefixWeights:
     load_slack: float = 2.0
 
 
-def prefix_key(prompt: str, prefix_chars: int) -> bytes | None:
-    """The prompt's first `prefix_chars` characters, hashed; None when the prompt is shorter (no signal)."""
-    if prefix_chars <= 0 or len(prompt) < prefix_chars:
-        return None
-    return hashlib.blake2b(prompt[:prefix_chars].encode("utf-8", "surrogatepass"), digest_size=16).digest()
-
-
-def rendezvous_order(key: bytes, names: Sequence[str]) -> list[str]:
-    """Replicas by their rendezvous weight for `key`, highest first: every gateway computes the same order, and a
-    replica joining or leaving moves only the keys it wins or held."""
-
-    def weight(name: str) -> int:
-        return int.from_bytes(hashlib.blake2b(key + name.encode(), digest_size=8).digest(), "big")
-
-    return sorted(names, key=weight, reverse=True)
-
-
 def _by_score(
     replicas: Sequence[ReplicaView], blocks: int, weights: PrefixWeights, rng: random.Random
 ) -> Pick:
@@ -121,15 +95,13 @@ def pick(
     replicas: Sequence[ReplicaView],
     policy: Policy,
     *,
-    key: bytes | None = None,
     blocks: int = 0,
     weights: PrefixWeights = PrefixWeights(),
     turn: int = 0,
     rng: random.Random | None = None,
 ) -> Pick:
     """The replica for one request. `replicas` are the eligible ones (at least one); `turn` is the round-robin
-    counter; `blocks` the prompt's block count for `prefix` (each view's `matched` out of it); `key` the
-    prompt's prefix key for `prefix_hash`."""
+    counter; `blocks` the prompt's block count for `prefix` (each view's `matched` out of it)."""
     if not replicas:
         raise ValueError("no eligible replica")
     if len(replicas) == 1:
@@ -140,13 +112,4 @@ def pick(
         return Pick(ordered[turn % len(ordered)].name, "round_robin")
     if policy == "prefix" and blocks > 0:
         return _by_score(replicas, blocks, weights, rng)
-    if policy == "prefix_hash" and key is not None:
-        by_name = {r.name: r for r in replicas}
-        mean = (sum(r.load for r in replicas) + 1) / len(replicas)  # the new request included
-        bound = BOUNDED_LOAD_FACTOR * mean + BOUNDED_LOAD_SLACK
-        order = rendezvous_order(key, list(by_name))
-        for position, name in enumerate(order):
-            if by_name[name].load + 1 <= bound:
-                return Pick(name, "prefix_home" if position == 0 else "prefix_spill")
-        return Pick(min(replicas, key=lambda r: r.load).name, "prefix_spill")
     return Pick(_least_of_two(replicas, rng).name, "least_load")

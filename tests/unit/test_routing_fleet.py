@@ -190,7 +190,7 @@ def test_prefix_sends_a_conversation_where_its_earlier_turns_went() -> None:
         for turn in range(4):
             history += [f"Reply {turn}. " * 20, f"Question {turn}? " * 20]
             assert await _served_by(fleet, _chat(system, *history)) == first
-        assert fleet.index.matched(fleet.prefix_signal(_chat(system, *history))[1], first) > 0
+        assert fleet.index.matched(fleet.prefix_blocks(_chat(system, *history)), first) > 0
         await fleet.close()
 
     asyncio.run(scenario())
@@ -200,7 +200,7 @@ def test_prefix_records_the_replica_a_request_was_retried_on_and_forgets_the_one
     async def scenario() -> None:
         fleet, fakes = await _fleet({"a:1": "ok", "b:1": "ok"}, policy="prefix")
         request = _chat("Be brief. " * 60, "What is a prefix cache? " * 20)
-        _, blocks = fleet.prefix_signal(request)
+        blocks = fleet.prefix_blocks(request)
         home = await _served_by(fleet, request)
         other = next(url for url in fakes if url != home)
         assert fleet.index.matched(blocks, home) == len(blocks) and fleet.index.matched(blocks, other) == 0
@@ -224,7 +224,7 @@ def test_prefix_forgets_a_replica_that_became_unreachable() -> None:
         fakes[home].repository_index = unreachable  # type: ignore[method-assign]
         with pytest.raises(UpstreamError):
             await fleet._index(fleet.replicas[home])
-        assert fleet.index.matched(fleet.prefix_signal(request)[1], home) == 0
+        assert fleet.index.matched(fleet.prefix_blocks(request), home) == 0
         await fleet.close()
 
     asyncio.run(scenario())

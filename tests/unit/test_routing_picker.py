@@ -7,7 +7,7 @@ import pytest
 
 from gateway.core.upstream import GenerateRequest
 from gateway.routing.fleet import prompt_of
-from gateway.routing.picker import Pick, PrefixWeights, ReplicaView, pick, prefix_key, rendezvous_order
+from gateway.routing.picker import Pick, PrefixWeights, ReplicaView, pick
 
 
 def _views(*loads: int) -> list[ReplicaView]:
@@ -48,40 +48,8 @@ def test_round_robin_goes_in_turn() -> None:
     assert [pick(replicas, "round_robin", turn=t).replica for t in range(4)] == ["r0", "r1", "r2", "r0"]
 
 
-def test_prefix_hash_sends_one_prefix_home_on_every_gateway() -> None:
-    key = prefix_key("You are a helpful assistant. " * 40, 512)
-    replicas = _views(0, 0, 0, 0)
-    homes = {pick(replicas, "prefix_hash", key=key, rng=random.Random(seed)).replica for seed in range(10)}
-    assert len(homes) == 1
-    assert pick(replicas, "prefix_hash", key=key).reason == "prefix_home"
-
-
-def test_prefixes_spread_over_the_replicas() -> None:
-    names = [f"r{i}" for i in range(4)]
-    homes = Counter(rendezvous_order(prefix_key(f"system prompt {i} " * 60, 512), names)[0] for i in range(400))
-    assert set(homes) == set(names) and min(homes.values()) > 60
-
-
-def test_a_replica_leaving_moves_only_its_own_prefixes() -> None:
-    keys = [prefix_key(f"system prompt {i} " * 60, 512) for i in range(200)]
-    before = {k: rendezvous_order(k, ["a", "b", "c"])[0] for k in keys}
-    after = {k: rendezvous_order(k, ["a", "b"])[0] for k in keys}
-    assert all(after[k] == home for k, home in before.items() if home != "c")
-
-
-def test_a_hot_home_spills_to_the_next_replica_in_its_order() -> None:
-    key = prefix_key("x" * 600, 512)
-    order = rendezvous_order(key, ["r0", "r1", "r2"])
-    loads = {name: 0 for name in order}
-    loads[order[0]] = 30
-    replicas = [ReplicaView(name, in_flight=load) for name, load in loads.items()]
-    choice = pick(replicas, "prefix_hash", key=key)
-    assert choice.replica == order[1] and choice.reason == "prefix_spill"
-
-
 def test_a_short_prompt_has_no_prefix_signal_and_balances_by_load() -> None:
-    assert prefix_key("short", 512) is None
-    assert pick(_views(10, 0), "prefix_hash", key=None, rng=random.Random(3)).reason == "least_load"
+    assert pick(_views(10, 0), "prefix", blocks=0, rng=random.Random(3)) == Pick("r1", "least_load")
 
 
 def test_the_prompt_of_chat_and_completions() -> None:
@@ -90,14 +58,6 @@ def test_the_prompt_of_chat_and_completions() -> None:
     assert prompt_of(chat).startswith("system\x1fBe brief.\x1euser\x1fHi")
     assert prompt_of(GenerateRequest("m", "id", {}, True, text_input="Once")) == "Once"
     assert prompt_of(GenerateRequest("m", "id", {}, True, prompt_token_ids=[1, 2])) == "1 2"
-
-
-def test_stale_gauges_at_low_load_do_not_break_the_affinity() -> None:
-    key = prefix_key("y" * 600, 512)
-    home = rendezvous_order(key, ["r0", "r1"])[0]
-    replicas = [ReplicaView(name, in_flight=0, running=1.0 if name == home else 0.0, kv_cache_usage=0.3)
-                for name in ("r0", "r1")]  # fmt: skip
-    assert pick(replicas, "prefix_hash", key=key) == Pick(home, "prefix_home")
 
 
 # `prefix`: each replica's matched share of the prompt's blocks against its load.
