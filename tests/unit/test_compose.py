@@ -119,3 +119,10 @@ def test_dockerfile_triton_upgrades_the_default_image_and_keeps_our_backend(comp
     assert f"ARG TRITON_IMAGE={image}" in dockerfile
     assert "COPY backend/ /opt/tritonserver/backends/vllm/" in dockerfile
     assert re.search(r'pip install .*"vllm==\$\{VLLM_VERSION\}"', dockerfile)
+
+
+def test_part5_starts_triton_with_composes_python_backend_threads(compose: dict) -> None:
+    from bench.gpu_host.servers import COMPOSE_PYTHON_THREADS
+
+    flag = f"--backend-config=python,thread-pool-size={COMPOSE_PYTHON_THREADS}"
+    assert flag in compose["services"]["triton"]["command"]
