@@ -181,12 +181,13 @@ def test_string_false_is_false(stack: LocalStack, model_name: str) -> None:
 
 
 def _object_with_integer_a(text: str) -> bool:
-    """The schema's object, or, when the tokens ran out first, the start the grammar forces. A random model may
-    spend them all on one integer's digits (or, were whitespace allowed, on blanks: on an H100, 19 of 20 tokens)."""
+    """The schema's object, or, when the tokens ran out first, a start of it that the grammar allows. A random
+    model may spend them all on one integer's digits, or on blanks between `{` and `"a"`: on an H100 with vLLM
+    0.25.1, 20 tokens of whitespace came after `{` despite `disable_any_whitespace` (newer releases honour it)."""
     try:
         return isinstance(json.loads(text)["a"], int)
     except json.JSONDecodeError:
-        return re.fullmatch(r'\{"a":-?[0-9]*', text) is not None
+        return re.fullmatch(r'\{\s*(?:"(?:a(?:"\s*(?::\s*-?[0-9]*)?)?)?)?', text) is not None
 
 
 @pytest.mark.parametrize(
