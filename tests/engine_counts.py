@@ -7,6 +7,7 @@ request's last byte: an earlier request (a warm-up, a probe) may be counted afte
 
 from __future__ import annotations
 
+import subprocess
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -19,6 +20,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from localstack.processes import wait_until
 from localstack.stack import LocalStack
 from vllm_backend.cancels import ABORTED
+
+# How long a paused engine's short run waits for its tokens to reach the client before the next run.
+SETTLE_S = 0.5
 
 # A request that generated more than this ran long: only the tests' long requests (2000 tokens) do.
 LONG_RUN_TOKENS = 1000
@@ -130,65 +134,29 @@ class PausedEngine:
 
     def __init__(self, *stacks: LocalStack) -> None:
         self.stacks = stacks
-        self.baselines = [self._counts(stack) for stack in stacks]
-        self.engines_of = [suspend_engines(stack) for stack in stacks]
+        self.engines = [engine for stack in stacks for engine in suspend_engines(stack)]
 
-    @property
-    def engines(self) -> list[psutil.Process]:
-        return [engine for engines in self.engines_of for engine in engines]
-
-    @staticmethod
-    def _counts(stack: LocalStack) -> tuple[float, float]:
-        """The requests the stack's backend has received (Triton counts one as it hands it over), and those that
-        have made their first token (vLLM's time-to-first-token observations)."""
-        families, model = _families(stack.triton_metrics_url), stack.config.model_name
-        return (
-            _value(families, "nv_inference_count", model),
-            _value(families, "vllm:time_to_first_token_seconds_count", model),
-        )
-
-    def _awaiting_first_token(self) -> tuple[float, list[psutil.Process]]:
-        """How many first tokens the engines have made since they stopped, and the engines of the stacks holding
-        a request received meanwhile that has none yet."""
-        made, engines = 0.0, []
-        for stack, (arrived_before, started_before), its_engines in zip(self.stacks, self.baselines, self.engines_of):
-            arrived, started = self._counts(stack)
-            made += started - started_before
-            if started - started_before < arrived - arrived_before:
-                engines += its_engines
-        return made, engines
-
-    def run_for(self, seconds: float, engines: list[psutil.Process] | None = None) -> None:
-        engines = self.engines if engines is None else engines
-        resume(engines)
-        time.sleep(seconds)
-        for process in engines:
-            try:
-                process.suspend()
-            except psutil.NoSuchProcess:
-                pass
+    def run_for(self, seconds: float) -> None:
+        """Resumes the engines for `seconds`, timed by a shell of its own at a real-time priority (where the
+        kernel allows it) rather than by this process. On a loaded machine the engine can run for seconds past
+        a step's end otherwise, and finish the requests that a test meant to hold mid-way: beside a one-core hog,
+        a 20 ms step timed by `time.sleep` in the test lasted 2.7 s (the threads reading the streams held the
+        GIL), and one timed by a shell at the normal priority up to 2.8 s (it got no CPU)."""
+        pids = " ".join(str(process.pid) for process in self.engines)
+        # A pid gone meanwhile (killed with its Triton) only makes `kill` complain, on the discarded stderr.
+        script = f"chrt -f -p 10 $$; kill -CONT {pids}; sleep {seconds:.3f}; kill -STOP {pids}"
+        subprocess.run(["sh", "-c", script], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
 
     def run_until(self, done: Callable[[], bool], timeout_s: float = 30.0, step_s: float = 0.02) -> None:
-        """Runs, in short steps, only the engines holding a request without its first token, until `done()`.
-        A step after which no first token came out is followed by one twice as long (up to 8 times): on a loaded
-        machine a resumed engine may get no CPU within 20 ms. Once every request has its first token, those are on
-        their way to the client (through the backend, Triton and the gateway), which needs no engine: it waits
-        for them. Only if nothing comes for 2 s does it step every engine once. (Stepping every engine regardless
-        let one finish its streams while another's first token, or a first event, was late.)"""
+        """Runs the engines in steps of `step_s` until `done()`, waiting up to `SETTLE_S` after each step for
+        what it made to reach the client: through the backend, Triton and the gateway, which need no engine. A
+        step makes a few dozen tokens of each request (none, if the machine gives the engine no CPU in time), so
+        the tests' requests of 1000 tokens and more outlast dozens of steps: every stream gets its first event
+        long before any can end."""
         deadline = time.monotonic() + timeout_s
-        step, made_before = step_s, -1.0  # first tokens made by the last step (-1: the last round did not step)
-        while not done():
+        while not wait_until(done, SETTLE_S, 0.02):
             assert time.monotonic() < deadline, "nothing came out of the engine"
-            made, engines = self._awaiting_first_token()
-            if engines:
-                step = min(2 * step, 8 * step_s) if made == made_before else step_s
-                self.run_for(step, engines)
-                time.sleep(0.1)  # the first token's count lags it (the backend applies its metrics every 0.05 s)
-                made_before = made
-            else:
-                made_before = -1.0
-                if not wait_until(done, 2.0, 0.02):
-                    self.run_for(step_s)
+            self.run_for(step_s)
 
     def hold_until_aborted(self, before: int, count: int = 1, timeout_s: float = 10.0) -> None:
         """Waits, the engines still stopped, until their backends have aborted `count` cancelled requests since

@@ -116,8 +116,8 @@ async def _stream(
 
 
 async def _step_until_started(engines: PausedEngine, firsts: list[asyncio.Event]) -> None:
-    """Runs the paused engines in short steps until every stream has its first event (PausedEngine.run_until: it
-    steps only requests without a first token, so the first streams do not run to their end meanwhile)."""
+    """Runs the paused engines in short steps until every stream has its first event (PausedEngine.run_until: a
+    step makes a few dozen tokens, so the first streams are far from their end when the last one starts)."""
     await asyncio.to_thread(engines.run_until, lambda: all(first.is_set() for first in firsts))
 
 
