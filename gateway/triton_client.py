@@ -84,13 +84,19 @@ def _rpc_error(exc: grpc.aio.AioRpcError) -> OpenAIError:
     return UpstreamError(502, f"Triton error: {details}", type="upstream_error")
 
 
+# Words of the stream errors by which a replica says that it cannot take the request, whatever it is: its engine
+# is down, or its Triton is stopping (SIGTERM's drain refuses new requests until the gateway sees the replica
+# unready: "Server is stopping, scheduler for model has stopped accepting new inference requests").
+_REPLICA_CANNOT_TAKE_IT = ("unavailable", "unhealthy", "server is stopping", "stopped accepting")
+
+
 def stream_error(message: str) -> OpenAIError:
     """An error sent in the stream, by a Triton that does not end streams with a status code: the backend
     marks the request's own errors in the message."""
     if message.startswith(_INVALID_REQUEST_PREFIX):
         return UpstreamError(400, _without_prefix(message))
     lowered = message.lower()
-    if "unavailable" in lowered or "unhealthy" in lowered:
+    if any(marker in lowered for marker in _REPLICA_CANNOT_TAKE_IT):
         return UpstreamError(503, message, retryable=True)
     if "unknown model" in lowered or "not found" in lowered:
         # Retryable: the gateway sends a model only to a replica that listed it READY, so this one has just lost

@@ -244,3 +244,19 @@ def test_an_engine_turning_unhealthy_is_a_restart_to_the_index() -> None:
     healthy, sick = ReplicaLoad({"m": ModelLoad()}), ReplicaLoad({"m": ModelLoad(healthy=False)})
     assert _turned_unhealthy(healthy, sick) and _turned_unhealthy(ReplicaLoad(), sick)
     assert not _turned_unhealthy(sick, sick) and not _turned_unhealthy(sick, healthy)
+
+
+@pytest.mark.parametrize(
+    ("message", "retryable"),
+    [
+        ("Server is stopping, scheduler for model has stopped accepting new inference requests", True),
+        ("[vllm] the engine is unhealthy", True),
+        ("Request for unknown model: 'm' has no available versions", True),
+        ("invalid request: max_tokens must be at least 1", False),
+        ("the engine raised: boom", False),
+    ],
+)
+def test_stream_errors_of_a_replica_that_cannot_take_a_request_may_go_elsewhere(message: str, retryable: bool) -> None:
+    """A Triton draining after SIGTERM refuses requests sent before the gateway saw it unready: another replica
+    takes them (a client got a 502 for one in the fleet test's drain)."""
+    assert stream_error(message).retryable is retryable
